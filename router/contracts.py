@@ -1,0 +1,131 @@
+"""The typed contracts shared by the router, the calibration tooling and the handlers.
+
+Field names here are load-bearing: the decision log, prediction files and policy
+artifacts are written with them, so rename nothing once other code depends on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+Route = Literal["refund", "account", "other", "unclear"]
+ROUTES: tuple[Route, ...] = ("refund", "account", "other", "unclear")
+ACTIONABLE_ROUTES: frozenset[Route] = frozenset({"refund", "account", "other"})
+
+DecisionRoute = Literal["refund", "account", "other", "clarify"]
+Backend = Literal["local", "e5", "typesafe"]
+CalibratorKind = Literal["none", "temperature", "isotonic"]
+
+
+def choice_confidence(p_max: float, n_options: int) -> float:
+    """TypeSafe's choice confidence: 0 at a uniform answer, 1 at certainty.
+
+    Every backend reports confidence this way, so one threshold means the same thing
+    whichever model produced the probabilities.
+    """
+    floor = 1.0 / n_options
+    return max(0.0, min(1.0, (p_max - floor) / (1.0 - floor)))
+
+
+class RouteScores(BaseModel):
+    """One decision model's answer for one message (the meaning of a TypeSafe ChoiceAnswer)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    model: str
+    probabilities: dict[Route, float]
+    choice: Route
+    confidence: float = Field(ge=0.0, le=1.0)
+
+    @model_validator(mode="after")
+    def _check_distribution(self) -> RouteScores:
+        if set(self.probabilities) != set(ROUTES):
+            raise ValueError(f"probabilities must name exactly {ROUTES}")
+        total = sum(self.probabilities.values())
+        if abs(total - 1.0) > 1e-6:
+            raise ValueError(f"probabilities sum to {total}, not 1")
+        return self
+
+    @classmethod
+    def from_probabilities(cls, model: str, probabilities: Mapping[str, float]) -> RouteScores:
+        """Build scores from a distribution, deriving the choice and its confidence."""
+        total = sum(probabilities[r] for r in ROUTES)
+        probs: dict[Route, float] = {r: float(probabilities[r]) / total for r in ROUTES}
+        choice = max(ROUTES, key=lambda r: probs[r])
+        return cls(
+            model=model,
+            probabilities=probs,
+            choice=choice,
+            confidence=choice_confidence(probs[choice], len(ROUTES)),
+        )
+
+
+DecisionReason = str
+"""`confident | below_threshold | unclear | rule:<name> | model_unavailable`."""
+
+
+class Decision(BaseModel):
+    """What the router decided for one request, as logged and returned by the API."""
+
+    request_id: str
+    route: DecisionRoute
+    scores: RouteScores | None
+    threshold: float
+    policy_version: str
+    variant: str | None = None
+    reason: DecisionReason
+    model: str
+    created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+
+
+class PolicyModel(BaseModel):
+    backend: Backend
+    name: str
+    artifact_sha: str | None = None
+
+
+class Calibrator(BaseModel):
+    """How raw probabilities are recalibrated before the threshold is applied.
+
+    `temperature`: params `{"temperature": T}`; `isotonic`: params
+    `{"<route>": {"x": [...], "y": [...]}}` one-vs-rest step functions.
+    """
+
+    kind: CalibratorKind = "none"
+    params: dict = Field(default_factory=dict)
+
+
+class Guarantee(BaseModel):
+    alpha: float
+    delta: float
+    n_certify: int
+    misroutes: int
+    upper_bound: float
+    method: str = "learn-then-test, fixed sequence, binomial tail"
+
+
+class PolicyData(BaseModel):
+    labels_sha: str | None = None
+    n_fit: int = 0
+    n_certify: int = 0
+    n_test: int = 0
+
+
+class Policy(BaseModel):
+    """The versioned policy artifact: model + calibrator + threshold, and how they were chosen."""
+
+    version: str
+    created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    model: PolicyModel
+    calibrator: Calibrator = Field(default_factory=Calibrator)
+    threshold: float = Field(ge=0.0, le=1.0)
+    per_route_thresholds: dict[Route, float] | None = None
+    min_margin: float | None = None
+    guarantee: Guarantee | None = None
+    data: PolicyData = Field(default_factory=PolicyData)
+    metrics_test: dict = Field(default_factory=dict)
+    notes: str = ""

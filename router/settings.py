@@ -1,0 +1,72 @@
+"""Runtime configuration, read from `SUPPORT_ROUTER_*` environment variables.
+
+Relative paths are resolved against the project root, so `support-router serve` works the
+same from any working directory of an editable install. Settings are built by
+`get_settings()` (cached) and passed in; nothing reads them at import time.
+"""
+
+from __future__ import annotations
+
+from datetime import date
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+
+def _resolve(path: Path) -> Path:
+    return path if path.is_absolute() else PROJECT_ROOT / path
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="SUPPORT_ROUTER_", extra="ignore")
+
+    # Where state lives. A SQLite file by default; `postgresql+psycopg://…` in deployments.
+    var_dir: Path = Path("var")
+    database_url: str = ""
+
+    # Decision model and policy.
+    backend: Literal["local", "e5", "typesafe"] = "local"
+    routes_data: Path = Path("datasets/routes")
+    model_dir: Path = Path("models")
+    policy_path: Path = Path("models/policy.json")
+
+    # TypeSafe / Jev-compatible server.
+    typesafe_model: str = "jev-latest"
+    typesafe_base_url: str = "https://api.typesafe.ai"
+    typesafe_api_key: SecretStr | None = Field(default=None)
+    typesafe_timeout_s: float = Field(default=10.0, gt=0)
+    typesafe_max_attempts: int = Field(default=3, ge=1, le=10)
+    breaker_failure_threshold: int = Field(default=5, ge=1)
+    breaker_reset_s: float = Field(default=30.0, gt=0)
+
+    # The shop: the store fixture and its clock (the fixture's "today").
+    store_fixture: Path = Path("datasets/store/fixture.json")
+    today: date = date(2026, 3, 15)
+
+    # HTTP.
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=1, le=65535)
+    max_text_chars: int = 8000
+
+    @field_validator("var_dir", "routes_data", "model_dir", "policy_path", "store_fixture")
+    @classmethod
+    def _absolute(cls, value: Path) -> Path:
+        return _resolve(value)
+
+    @property
+    def resolved_database_url(self) -> str:
+        return self.database_url or f"sqlite:///{self.var_dir / 'support-router.db'}"
+
+    @property
+    def local_model_path(self) -> Path:
+        return self.model_dir / "local-route-model.json"
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()
