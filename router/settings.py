@@ -12,7 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -38,7 +38,13 @@ class Settings(BaseSettings):
     # TypeSafe / Jev-compatible server.
     typesafe_model: str = "jev-latest"
     typesafe_base_url: str = "https://api.typesafe.ai"
-    typesafe_api_key: SecretStr | None = Field(default=None)
+    typesafe_api_key: SecretStr | None = Field(
+        default=None,
+        # The prefixed variable wins; the SDK's own TYPESAFE_API_KEY works too.
+        validation_alias=AliasChoices(
+            "SUPPORT_ROUTER_TYPESAFE_API_KEY", "TYPESAFE_API_KEY", "typesafe_api_key"
+        ),
+    )
     typesafe_timeout_s: float = Field(default=10.0, gt=0)
     typesafe_max_attempts: int = Field(default=3, ge=1, le=10)
     breaker_failure_threshold: int = Field(default=5, ge=1)

@@ -1,0 +1,46 @@
+"""One evaluation of a router on labelled rows, at a policy: the `eval --json` figures."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from calibration.metrics import (
+    classification_summary,
+    expected_calibration_error,
+    outcomes,
+    routed_mask,
+    routing_summary,
+)
+from router.contracts import ROUTES, Policy, RouteScores
+from router.policy import apply_calibrator, top2_margin
+
+
+def evaluate(labels: Sequence[str], scores: Sequence[RouteScores], policy: Policy) -> dict:
+    """Model metrics on the raw choice plus routing metrics at the policy.
+
+    Scores are recalibrated with the policy's calibrator first, exactly as the gateway does.
+    """
+    calibrated = [apply_calibrator(s, policy.calibrator) for s in scores]
+    choices = [s.choice for s in calibrated]
+    routed = routed_mask(
+        choices,
+        [s.confidence for s in calibrated],
+        policy.threshold,
+        per_route=policy.per_route_thresholds,
+        margins=[top2_margin(s) for s in calibrated],
+        min_margin=policy.min_margin,
+    )
+    probabilities = np.array([[s.probabilities[r] for r in ROUTES] for s in calibrated])
+    y_true = np.array([ROUTES.index(label) for label in labels])  # type: ignore[arg-type]
+    summary = routing_summary(labels, outcomes(labels, choices, routed))
+    return {
+        **summary,
+        **classification_summary(labels, choices),
+        "ece_15": expected_calibration_error(y_true, probabilities, n_bins=15),
+        "threshold": policy.threshold,
+        "per_route_thresholds": policy.per_route_thresholds,
+        "policy_version": policy.version,
+        "model": calibrated[0].model if calibrated else policy.model.name,
+    }

@@ -1,0 +1,120 @@
+"""The `support-router` command line: serve, route, train, eval (and the data-team tools)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from calibration.data import load_labelled
+from calibration.evaluation import evaluate
+from router.errors import SupportRouterError
+from router.policy import load_policy
+from router.rules import RouteRequest
+from router.settings import get_settings
+
+app = typer.Typer(help="Route support messages with a calibrated decision model.", no_args_is_help=True)
+console = Console()
+
+
+def _fail(exc: SupportRouterError) -> typer.Exit:
+    console.print(f"[red]error[/red] ({exc.code}): {exc.message}")
+    return typer.Exit(1)
+
+
+@app.command()
+def serve(
+    host: Annotated[str | None, typer.Option(help="Interface to bind (default from settings).")] = None,
+    port: Annotated[int | None, typer.Option(help="Port (default from settings).")] = None,
+) -> None:
+    """Start the HTTP gateway (trains the embedded model first if it is missing)."""
+    import uvicorn
+
+    from router.gateway.app import create_app
+
+    settings = get_settings()
+    uvicorn.run(create_app(settings), host=host or settings.host, port=port or settings.port)
+
+
+@app.command()
+def train(
+    data: Annotated[Path | None, typer.Option(help="Labelled JSONL file or folder.")] = None,
+    out: Annotated[Path | None, typer.Option(help="Model folder (default: models/).")] = None,
+) -> None:
+    """Train the embedded model from labelled data and write its default policy."""
+    from router.training import train_local
+
+    settings = get_settings()
+    model_dir = out or settings.model_dir
+    policy_path = settings.policy_path if out is None else model_dir / "policy.json"
+    with console.status("training the local model…"):
+        result = train_local(data or settings.routes_data, model_dir, policy_path=policy_path)
+    console.print(f"model  {result.model_path}  sha256 {result.artifact_sha[:16]}…")
+    console.print(f"policy {result.policy_path}  threshold {result.policy.threshold:.2f}")
+
+
+@app.command()
+def route(
+    text: Annotated[str, typer.Argument(help="The customer message.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the decision as JSON.")] = False,
+) -> None:
+    """Route one message with the configured model and policy (not logged)."""
+    from router.bootstrap import build_router_offline
+
+    try:
+        decision = build_router_offline(get_settings()).decide(RouteRequest(text=text))
+    except SupportRouterError as exc:
+        raise _fail(exc) from exc
+    if as_json:
+        typer.echo(decision.model_dump_json(indent=2))
+        return
+    scores = decision.scores
+    detail = f" (choice {scores.choice}, confidence {scores.confidence:.3f})" if scores else ""
+    typer.echo(f"{decision.route}  reason={decision.reason}{detail}  policy={decision.policy_version}")
+
+
+def format_eval(metrics: dict) -> Table:
+    table = Table(title=f"{metrics['model']} at threshold {metrics['threshold']:.2f}")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for key in ("n", "accuracy", "macro_f1", "coverage", "clarify_rate", "unclear_recall",
+                "misroute_rate_routed", "misroute_rate", "correct_outcome_rate", "ece_15"):
+        value = metrics[key]
+        table.add_row(key, f"{value:.4f}" if isinstance(value, float) else str(value))
+    for label, stats in metrics["per_route"].items():
+        table.add_row(f"{label} P/R (n)",
+                      f"{stats['precision']:.3f}/{stats['recall']:.3f} ({stats['n']})")
+    return table
+
+
+@app.command("eval")
+def eval_command(
+    data: Annotated[Path, typer.Option(help="JSONL with at least `text` and `label`.")],
+    backend: Annotated[str, typer.Option(help="local | e5 | typesafe")] = "local",
+    policy: Annotated[Path | None, typer.Option(help="Policy artifact (default: the backend's).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print every figure as JSON.")] = False,
+    predictions_out: Annotated[Path | None, typer.Option(help="Also write predictions JSONL.")] = None,
+) -> None:
+    """Evaluate a backend at a policy on labelled rows."""
+    from router.bootstrap import load_backend
+
+    try:
+        rows = load_labelled(data)
+        bound = load_backend(get_settings(), backend)
+        chosen_policy = load_policy(policy) if policy else bound.policy
+        scores = bound.model.score_batch([r.text for r in rows])
+    except SupportRouterError as exc:
+        raise _fail(exc) from exc
+    metrics = evaluate([r.label for r in rows], scores, chosen_policy)
+    if predictions_out:
+        with predictions_out.open("w", encoding="utf-8") as handle:
+            for row, s in zip(rows, scores, strict=True):
+                handle.write(json.dumps({"id": row.id, **s.model_dump()}, ensure_ascii=False) + "\n")
+    if as_json:
+        typer.echo(json.dumps(metrics, indent=2))
+    else:
+        console.print(format_eval(metrics))

@@ -1,0 +1,73 @@
+"""Remove text addressed to the system rather than to the shop, before scoring.
+
+Customers (and people pretending to be them) paste fake operator notes, "route this to
+…" lines and instructions to the classifier into messages. Those words say nothing about
+what the customer wants, so they are cut out before the model sees the text; what is
+left is labelled and scored by the real request. This is a filter on the model's input
+only: the routing policy never reads any of it, so even a missed instruction can at most
+move scores, never a threshold or a permission.
+"""
+
+from __future__ import annotations
+
+import re
+
+# A segment is one line, or one sentence within a line.
+_SEGMENT = re.compile(r"[^\n.!?;:]+[.!?;:]*")
+
+# Role or channel labels that a customer has no reason to write.
+_ROLE = (
+    r"system|sys|assistant|operator|admin(?:istrator)?|internal|moderator|bot|ai|classifier|"
+    r"router|routing|override|instruction|directive|note to (?:the )?(?:ai|bot|system|model)|"
+    r"sistema|syst[eè]me|opérateur|operador|operatore|betreiber|systemhinweis|hinweis|"
+    r"система|оператор|администратор|системная заметка|systeem|systemet"
+)
+_ROLE_TAG = re.compile(
+    rf"(?:^|\s)(?:\[|<|\{{|\(|#+\s*)\s*(?:{_ROLE})\b[^\]>}})]*?(?:\]|>|\}}|\))"
+    rf"|^\s*(?:#+\s*)?(?:{_ROLE})(?:\s+\w+){{0,2}}\s*[:>\-–]",
+    re.IGNORECASE,
+)
+
+# Phrases that instruct a model or a routing system, in the languages we serve.
+_STEERING = re.compile(
+    r"ignor\w*\s+(?:all\s+|any\s+|the\s+|your\s+|todas?\s+las?\s+|tutte\s+le\s+|toutes?\s+les\s+"
+    r"|alle\s+|все\s+|wszystkie\s+)?(?:previous|prior|above|earlier|preceding|anteriores|"
+    r"precedenti|précédentes|vorherigen|bisherigen|предыдущие|poprzednie|eerdere|tidigare)"
+    r"|\b(?:disregard|forget)\s+(?:all\s+|your\s+|the\s+)?(?:previous\s+|prior\s+)?"
+    r"(?:instructions|rules|guidelines)"
+    r"|\b(?:classify|categori[sz]e|label|tag|mark|route|forward|escalate|send|assign|direct)\s+"
+    r"(?:this|it|the\s+(?:ticket|message|request))\b[^.\n]*\b(?:as|to|into|under)\b"
+    r"|\broute\s*[:=]\s*\w+|\bcategory\s*[:=]|\bintent\s*[:=]|\"(?:route|label|intent|category)\""
+    r"|\byou\s+are\s+(?:now\s+)?(?:a|an|the)?\s*\w*bot\b|\byou\s+are\s+now\b"
+    r"|\bnew\s+instructions?\b|\bpriority\s+override\b|\bdebug\s+mode\b"
+    r"|\b(?:clasific|categoriz|etiquet|encamin|enrut|dirig|reenv)\w*\s+(?:este|esta|esto|como|a\s+la)"
+    r"|\b(?:classe[rz]?|class[ée]|rout[eé]|transf[eé]r|achemin)\w*\s+(?:ce|cette|comme|vers|en)\b"
+    r"|\b(?:classifica|instrada|inoltra|smista)\w*\s+(?:questo|questa|come|a)\b"
+    r"|\b(?:einstufen|klassifizier\w*|weiterleiten|als\s+\w+\s+(?:einstufen|markieren|behandeln))"
+    r"|(?:классифицир|направ\w+\s+(?:в|это|этот)|перенаправ|пометь\w*\s+как|отнеси\s+к)"
+    r"|\b(?:klasyfikuj|przekieruj|oznacz\s+jako)|\b(?:classificeer|doorsturen\s+naar)"
+    r"|\b(?:klassificera|skicka\s+(?:detta|det)\s+till)",
+    re.IGNORECASE,
+)
+
+_JSON_BLOB = re.compile(r"\{[^{}]*\"?(?:route|label|intent|category|priority)\"?\s*:[^{}]*\}", re.I)
+
+
+def is_instruction(segment: str) -> bool:
+    return bool(_ROLE_TAG.search(segment) or _STEERING.search(segment))
+
+
+def strip_instructions(text: str) -> str:
+    """The text with every instruction-like line or sentence removed."""
+    text = _JSON_BLOB.sub(" ", text)
+    kept: list[str] = []
+    for line in text.splitlines():
+        if _ROLE_TAG.search(line) and not _has_customer_content(line):
+            continue
+        kept.extend(s.strip() for s in _SEGMENT.findall(line) if not is_instruction(s))
+    return " ".join(s for s in kept if s)
+
+
+def _has_customer_content(line: str) -> bool:
+    """A role-tagged line is dropped whole unless a sentence in it is clean of steering."""
+    return any(not is_instruction(s) for s in _SEGMENT.findall(line))
