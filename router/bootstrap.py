@@ -1,17 +1,22 @@
-"""Build the running system from settings: engine, schema, model, policy, services.
+"""Build the running system from settings: engine, schema, models, policies, services.
 
 The local model is trained on first start when its artifact is missing, so a fresh
-clone serves without a separate training step.
+clone serves without a separate training step. A remote backend (typesafe) is always
+paired with the local model as its fallback, each with its own policy: a threshold
+chosen for one model never silently applies to another.
 """
 
 from __future__ import annotations
 
 import logging
 
+from handlers.desk import build_desk
+from router.contracts import Policy, PolicyModel
 from router.db import make_engine
-from router.errors import ArtifactError
 from router.decision_log import DecisionLog
+from router.errors import ArtifactError
 from router.gateway.deps import Services
+from router.models.breaker import CircuitBreaker, GuardedRouteModel
 from router.models.local import LocalRouteModel
 from router.policy import load_policy
 from router.service import BoundModel, RouterService
@@ -26,26 +31,61 @@ def load_local(settings: Settings) -> BoundModel:
     if not settings.local_model_path.exists() or not settings.policy_path.exists():
         logger.warning("no local model at %s; training it now", settings.local_model_path)
         train_local(settings.routes_data, settings.model_dir, policy_path=settings.policy_path)
-    return BoundModel(LocalRouteModel.load(settings.local_model_path), load_policy(settings.policy_path))
+    model = LocalRouteModel.load(settings.local_model_path)
+    return BoundModel(model, load_policy(settings.policy_path))
+
+
+def load_typesafe(settings: Settings) -> BoundModel:
+    """The remote model behind a circuit breaker, with its own policy file if one exists."""
+    from router.models.typesafe import build_typesafe_model
+
+    breaker = CircuitBreaker(
+        failure_threshold=settings.breaker_failure_threshold, reset_s=settings.breaker_reset_s
+    )
+    model = GuardedRouteModel(build_typesafe_model(settings), breaker)
+    if settings.typesafe_policy_path.exists():
+        return BoundModel(model, load_policy(settings.typesafe_policy_path))
+    logger.warning(
+        "no typesafe policy at %s; using an uncertified threshold of %.2f until "
+        "`support-router calibrate` writes one",
+        settings.typesafe_policy_path,
+        settings.typesafe_default_threshold,
+    )
+    policy = Policy(
+        version="typesafe-uncalibrated",
+        model=PolicyModel(backend="typesafe", name=model.name),
+        threshold=settings.typesafe_default_threshold,
+        notes="uncertified default; calibrate on labelled data before relying on it",
+    )
+    return BoundModel(model, policy)
 
 
 def load_backend(settings: Settings, backend: str) -> BoundModel:
     """A backend with its own policy, for offline tools (eval, score)."""
     if backend == "local":
         return load_local(settings)
+    if backend == "typesafe":
+        return load_typesafe(settings)
     raise ArtifactError(f"unknown backend {backend!r}; choose local, e5 or typesafe")
+
+
+def build_router(settings: Settings, log: DecisionLog) -> RouterService:
+    local = load_local(settings)
+    if settings.backend == "local":
+        return RouterService(local, log)
+    return RouterService(load_backend(settings, settings.backend), log, fallback=local)
 
 
 def build_router_offline(settings: Settings) -> RouterService:
     """A router for one-off CLI use: decisions go to an in-memory log, not the gateway's."""
-    return RouterService(load_backend(settings, settings.backend), DecisionLog(make_engine("sqlite://")))
+    return build_router(settings, DecisionLog(make_engine("sqlite://")))
 
 
 def build_services(settings: Settings) -> Services:
     engine = make_engine(settings.resolved_database_url)
     log = DecisionLog(engine)
     log.create_schema()
-    router = RouterService(load_local(settings), log)
-    services = Services(settings=settings, engine=engine, router=router)
+    services = Services(settings=settings, engine=engine, router=build_router(settings, log))
+    services.desk = build_desk(engine, fixture_path=settings.store_fixture, today=settings.today)
     services.ready = True
     return services

@@ -47,6 +47,8 @@ class Settings(BaseSettings):
     )
     typesafe_timeout_s: float = Field(default=10.0, gt=0)
     typesafe_max_attempts: int = Field(default=3, ge=1, le=10)
+    typesafe_policy_path: Path = Path("models/policy-typesafe.json")
+    typesafe_default_threshold: float = Field(default=0.5, ge=0.0, le=1.0)
     breaker_failure_threshold: int = Field(default=5, ge=1)
     breaker_reset_s: float = Field(default=30.0, gt=0)
 
@@ -59,7 +61,9 @@ class Settings(BaseSettings):
     port: int = Field(default=8000, ge=1, le=65535)
     max_text_chars: int = 8000
 
-    @field_validator("var_dir", "routes_data", "model_dir", "policy_path", "store_fixture")
+    @field_validator(
+        "var_dir", "routes_data", "model_dir", "policy_path", "typesafe_policy_path", "store_fixture"
+    )
     @classmethod
     def _absolute(cls, value: Path) -> Path:
         return _resolve(value)

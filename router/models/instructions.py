@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import re
 
-# A segment is one line, or one sentence within a line.
-_SEGMENT = re.compile(r"[^\n.!?;:]+[.!?;:]*")
+# A segment is one sentence or clause of a line: split after . ! ? ; : and a space.
+_SEGMENT_END = re.compile(r"(?<=[.!?;:])\s+")
 
 # Role or channel labels that a customer has no reason to write.
 _ROLE = (
@@ -64,10 +64,10 @@ def strip_instructions(text: str) -> str:
     for line in text.splitlines():
         if _ROLE_TAG.search(line) and not _has_customer_content(line):
             continue
-        kept.extend(s.strip() for s in _SEGMENT.findall(line) if not is_instruction(s))
+        kept.extend(s.strip() for s in _SEGMENT_END.split(line) if not is_instruction(s))
     return " ".join(s for s in kept if s)
 
 
 def _has_customer_content(line: str) -> bool:
     """A role-tagged line is dropped whole unless a sentence in it is clean of steering."""
-    return any(not is_instruction(s) for s in _SEGMENT.findall(line))
+    return any(not is_instruction(s) for s in _SEGMENT_END.split(line))

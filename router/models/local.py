@@ -26,11 +26,11 @@ from sklearn.pipeline import FeatureUnion, Pipeline
 
 from router.contracts import ROUTES, RouteScores
 from router.errors import ArtifactError
-from router.models.features import TfidfBlock, char_wb_ngrams, preprocess, word_ngrams
+from router.models.features import TfidfBlock, preprocess
 from router.models.instructions import strip_instructions
 
 ARTIFACT_FORMAT = "support-router/local-route-model"
-ARTIFACT_VERSION = 1
+ARTIFACT_VERSION = 2
 WORD_NGRAMS = (1, 2)
 CHAR_NGRAMS = (2, 5)
 
@@ -109,17 +109,18 @@ def artifact_from_pipeline(pipeline: Pipeline, *, temperature: float, meta: dict
     classifier: LogisticRegression = pipeline.named_steps["classifier"]
     if list(classifier.classes_) != list(range(len(ROUTES))):
         raise ArtifactError("training data must contain every route")
-    blocks = {}
+    blocks = []  # a list: its order is the column order of `coef`
     for name, vectorizer in union.transformer_list:
         terms = [""] * len(vectorizer.vocabulary_)
         for term, column in vectorizer.vocabulary_.items():
             terms[column] = term
-        blocks[name] = {
+        blocks.append({
+            "name": name,
             "analyzer": vectorizer.analyzer,
             "ngram_range": list(vectorizer.ngram_range),
             "terms": terms,
             "idf": vectorizer.idf_.tolist(),
-        }
+        })
     return {
         "format": ARTIFACT_FORMAT,
         "format_version": ARTIFACT_VERSION,
@@ -149,9 +150,6 @@ def save_artifact(artifact: dict, path: Path) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-_ANALYZERS = {"word": word_ngrams, "char_wb": char_wb_ngrams}
-
-
 class LinearRouteScorer:
     """The fitted model evaluated directly from its vocabulary and weights."""
 
@@ -168,19 +166,17 @@ class LinearRouteScorer:
         self.temperature = float(artifact["temperature"])
         self.blocks: list[tuple[TfidfBlock, np.ndarray]] = []
         offset = 0
-        for block in artifact["blocks"].values():
-            terms = block["terms"]
-            ngram_range = tuple(block["ngram_range"])
-            analyzer = _ANALYZERS[block["analyzer"]]
+        for block in artifact["blocks"]:
             tfidf = TfidfBlock(
-                analyzer=lambda text, a=analyzer, r=ngram_range: a(text, r),  # type: ignore[misc]
-                vocabulary={term: i for i, term in enumerate(terms)},
-                idf=np.asarray(block["idf"], dtype=float),
+                block["analyzer"],
+                tuple(block["ngram_range"]),
+                block["terms"],
+                np.asarray(block["idf"], dtype=float),
             )
-            # Column-major slice: gathering a few hundred columns is one contiguous read each.
-            weights = np.ascontiguousarray(coef[:, offset : offset + len(terms)].T)
+            # One row per feature, so gathering a message's few hundred features is cheap.
+            weights = np.ascontiguousarray(coef[:, offset : offset + tfidf.n_features].T)
             self.blocks.append((tfidf, weights))
-            offset += len(terms)
+            offset += tfidf.n_features
         if offset != coef.shape[1]:
             raise ArtifactError("artifact weights do not match its vocabulary")
 
@@ -190,9 +186,19 @@ class LinearRouteScorer:
         total = self.intercept.copy()
         for tfidf, weights in self.blocks:
             columns, values = tfidf.transform(preprocessed)
-            if columns:
-                total += values @ weights[columns]
+            total += values @ weights[columns]
         return total
+
+    def logits_batch(self, texts: Sequence[str]) -> np.ndarray:
+        """Raw decision function of many texts, shape (n, routes), via sparse products."""
+        preprocessed = [preprocess(text) for text in texts]
+        total = np.tile(self.intercept, (len(texts), 1))
+        for tfidf, weights in self.blocks:
+            total += tfidf.transform_batch(preprocessed) @ weights
+        return total
+
+    def probabilities_batch(self, texts: Sequence[str]) -> np.ndarray:
+        return softmax(self.logits_batch(texts) / self.temperature, axis=1)
 
     def probabilities(self, text: str) -> np.ndarray:
         return softmax(self.logits(text) / self.temperature)
@@ -231,4 +237,8 @@ class LocalRouteModel:
         return RouteScores.from_probabilities(self._name, dict(zip(ROUTES, probabilities)))
 
     def score_batch(self, texts: Sequence[str]) -> list[RouteScores]:
-        return [self.score(text) for text in texts]
+        stripped = [strip_instructions(text) for text in texts]
+        return [
+            RouteScores.from_probabilities(self._name, dict(zip(ROUTES, row)))
+            for row in self._scorer.probabilities_batch(stripped)
+        ]

@@ -1,0 +1,223 @@
+"""The support desk: what happens to a routed message, and to a supervisor's decision.
+
+`SupportDesk` is the handlers' one entry point for the gateway and the CLI:
+
+- `prepare(text, case_id=, customer=)` checks a message before anything is written
+  (unknown case → `unknown_case` 404, unknown authenticated customer →
+  `unknown_customer` 422, a negative, zero or absurd amount → `invalid_amount` 422) and
+  returns the case facts the router's code rules need (`case_route`,
+  `case_has_held_refund`). A new case gets its id here, so the decision log has it.
+- `handle_message(text, case_id, customer, decision)` acts on the router's decision:
+  `refund`/`account` → the deterministic handlers; `clarify` → one question, no change;
+  `other` → hand-off to the human queue (until the fallback agent lands). The turn is
+  written to the case in one transaction; the reply is a template filled from the
+  observations.
+- `list_approvals(status)`, `decide_approval(operation, decision, supervisor)`: the
+  supervisor's side of held refunds; the customer's reply is added to the case.
+- `get_case(case_id)`: the case with its messages, decisions and actions.
+
+Durable: everything a later message or decision needs is read from the database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine
+
+from handlers.account import AccountHandler
+from handlers.cases import Action, CaseBook, CaseStatus, Turn, new_case_id
+from handlers.extract import InvalidAmount, parse_amounts
+from handlers.flow import FlowInput, HandlerResult
+from handlers.identity import require_customer
+from handlers.observation import success
+from handlers.refund import RefundHandler
+from handlers.refunds import RefundService, retry_lost_responses
+from handlers.replies import compose, format_money
+from handlers.store import SqlStore, load_fixture, seed_store
+from router.contracts import Decision
+from router.errors import Conflict, InvalidInput, NotFound, StoreError
+
+APPROVAL_FILTERS = ("held", "approved", "rejected", "all")
+
+
+@dataclass(frozen=True)
+class CaseFacts:
+    """What our own records say about a case before the router decides."""
+
+    case_id: str
+    is_new: bool
+    case_route: str | None = None
+    case_has_held_refund: bool = False
+
+
+@dataclass(frozen=True)
+class MessageOutcome:
+    case_id: str
+    decision: Decision
+    route: str
+    status: CaseStatus
+    reply: str
+    actions: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ApprovalOutcome:
+    operation: str
+    case_id: str
+    decision: str
+    operation_status: str
+    refund_id: int | None
+    replayed: bool
+    case_status: str
+    reply: str
+    observation: dict[str, Any]
+
+
+class SupportDesk:
+    def __init__(self, store: SqlStore, refunds: RefundService, cases: CaseBook, *,
+                 today: date) -> None:
+        self.store = store
+        self.refunds = refunds
+        self.cases = cases
+        self._refund = RefundHandler(store, refunds, today=today)
+        self._account = AccountHandler(store)
+
+    # -- messages ---------------------------------------------------------------------
+
+    def prepare(self, text: str, *, case_id: str | None = None,
+                customer: str | None = None) -> CaseFacts:
+        """Validate a message and return its case facts; writes nothing."""
+        case = None
+        if case_id is not None:
+            case = self.cases.get(case_id)
+            if case is None:
+                raise NotFound(f"no case {case_id!r}", code="unknown_case")
+        if customer is not None:
+            require_customer(self.store, customer)
+        try:
+            parse_amounts(text)
+        except InvalidAmount as exc:
+            raise InvalidInput(f"the message states an invalid amount: {exc}",
+                               code="invalid_amount") from exc
+        if case is None:
+            return CaseFacts(case_id=case_id or new_case_id(), is_new=True)
+        held = any(r.status == "held" for r in self.refunds.for_case(case.id))
+        awaiting = case.status == "awaiting_customer" and case.flow in ("refund", "account")
+        return CaseFacts(case_id=case.id, is_new=False,
+                         case_route=case.flow if awaiting else None,
+                         case_has_held_refund=held)
+
+    def handle_message(self, text: str, case_id: str | None, customer: str | None,
+                       decision: Decision, *, facts: CaseFacts | None = None) -> MessageOutcome:
+        """Act on the router's decision; `facts` from `prepare` (checked again if absent)."""
+        if facts is None:
+            facts = self.prepare(text, case_id=case_id, customer=customer)
+        case = None if facts.is_new else self.cases.get(facts.case_id)
+        open_flow = case is not None and case.status == "awaiting_customer"
+        context = dict(case.context) if (case is not None and open_flow) else {}
+        earlier = list(context.pop("texts", []))
+        flow = FlowInput(case_id=facts.case_id, text=text, earlier_texts=earlier,
+                         customer=customer, case_customer_id=case.customer_id if case else None,
+                         context=context, has_held_refund=facts.case_has_held_refund)
+
+        result = self._dispatch(decision.route, flow)
+        status = result.status
+        if status == "resolved" and self._has_held(facts.case_id):
+            status = "awaiting_approval"
+        keep = result.awaiting or decision.route == "clarify"
+        next_context = {**result.context, "texts": [*earlier, text]} if keep else {}
+        reply = compose(a.observation for a in result.actions)
+        self.cases.record(facts.case_id, Turn(
+            request_id=decision.request_id, customer_text=text,
+            decision=decision.model_dump(mode="json"), actions=result.actions, reply=reply,
+            status=status, flow=decision.route if result.awaiting else None,
+            customer_id=result.account_id or (case.customer_id if case else None),
+            context=next_context,
+        ))
+        return MessageOutcome(case_id=facts.case_id, decision=decision, route=decision.route,
+                              status=status, reply=reply,
+                              actions=[a.as_dict() for a in result.actions])
+
+    def _dispatch(self, route: str, flow: FlowInput) -> HandlerResult:
+        if route == "refund":
+            return self._refund.handle(flow)
+        if route == "account":
+            return self._account.handle(flow)
+        if route == "other":
+            obs = success("handed_off", "sent to the human support queue", queue="human",
+                          next_actions=["human_reply"])
+            return HandlerResult("handed_off", [Action("handoff.human_queue", obs)])
+        obs = success("clarify", "asked the customer to say more; nothing changed",
+                      next_actions=["ask_customer"])
+        return HandlerResult("awaiting_customer", [Action("desk.clarify", obs)])
+
+    def _has_held(self, case_id: str) -> bool:
+        return any(r.status == "held" for r in self.refunds.for_case(case_id))
+
+    # -- cases ------------------------------------------------------------------------
+
+    def get_case(self, case_id: str) -> dict[str, Any]:
+        view = self.cases.view(case_id)
+        if view is None:
+            raise NotFound(f"no case {case_id!r}", code="unknown_case")
+        view["refunds"] = [r.as_artifacts() for r in self.refunds.for_case(case_id)]
+        return view
+
+    # -- approvals --------------------------------------------------------------------
+
+    def list_approvals(self, status: str = "held") -> list[dict[str, Any]]:
+        if status not in APPROVAL_FILTERS:
+            raise InvalidInput(f"status must be one of {APPROVAL_FILTERS}, not {status!r}",
+                               code="invalid_status")
+        return [r.as_artifacts() | {"amount": format_money(r.amount_cents)}
+                for r in self.refunds.approvals(status)]  # type: ignore[arg-type]
+
+    def decide_approval(self, operation: str, decision: str,
+                        supervisor: str) -> ApprovalOutcome:
+        """Apply a supervisor's decision exactly once and tell the customer on the case."""
+        obs = retry_lost_responses(
+            lambda: self.refunds.decide(operation, decision, supervisor=supervisor))
+        if obs.code == "refund_service_unreachable":
+            raise StoreError(obs.summary, code=obs.code)
+        if obs.status == "error":
+            raise Conflict(obs.summary, code=obs.code)
+        receipt = obs.artifacts
+        case_id = receipt["case_id"]
+        reply = compose([obs])
+        status: CaseStatus = "awaiting_approval" if self._has_held(case_id) else "resolved"
+        if not self._already_told(case_id, operation):
+            case = self.cases.get(case_id)
+            self.cases.record(case_id, Turn(
+                request_id=None, customer_text=None, decision=None,
+                actions=[Action("refunds.decide", obs)], reply=reply, status=status,
+                flow=None, customer_id=case.customer_id if case else receipt["account_id"],
+            ))
+        return ApprovalOutcome(
+            operation=operation, case_id=case_id, decision=decision,
+            operation_status=receipt["status"], refund_id=receipt["refund_id"],
+            replayed=bool(receipt["replayed"]), case_status=status, reply=reply,
+            observation=obs.model_dump(),
+        )
+
+    def _already_told(self, case_id: str, operation: str) -> bool:
+        view = self.cases.view(case_id) or {"actions": []}
+        return any(a["name"] == "refunds.decide" and
+                   a.get("artifacts", {}).get("operation") == operation
+                   for a in view["actions"])
+
+
+def build_desk(engine: Engine, *, fixture_path: Path, today: date,
+               now: Callable[[], datetime] = lambda: datetime.now(UTC)) -> SupportDesk:
+    """Create the store (seeded from the fixture when empty), cases and refund service."""
+    seed_store(engine, load_fixture(fixture_path), today=today)
+    store = SqlStore(engine)
+    refunds = RefundService(engine, store, today=today, now=now)
+    refunds.create_schema()
+    cases = CaseBook(engine, now=now)
+    cases.create_schema()
+    return SupportDesk(store, refunds, cases, today=today)

@@ -1,0 +1,321 @@
+"""Word lists behind `handlers.extract`: country and language names, currency words, cues.
+
+Data only, no logic beyond `fold`, the key normaliser every table lookup uses. Names are
+written as people write them (accents, capitals); `fold` strips both at lookup time, so
+"Österreich", "osterreich" and "ÖSTERREICH" are one key. Languages covered by names:
+English, Spanish, German, French, Portuguese, Italian, Russian, Polish, Dutch, Swedish.
+Regex fragments below are compiled case-insensitively by `handlers.extract`.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+
+def fold(text: str) -> str:
+    """Lookup key: no accents, case-folded, no dots, hyphens/apostrophes as spaces."""
+    decomposed = unicodedata.normalize("NFKD", text)
+    bare = "".join(ch for ch in decomposed if not unicodedata.combining(ch)).casefold()
+    bare = re.sub(r"[.\u00b7]", "", bare)
+    return " ".join(re.sub(r"[-_/'’`]", " ", bare).split())
+
+
+# ISO 3166 alpha-2 → (alpha-3, names in en/es/de/fr/pt/it/ru/pl/nl/sv and the local name).
+COUNTRIES: dict[str, tuple[str, ...]] = {
+    "AT": ("AUT", "Austria", "Österreich", "Autriche", "Áustria", "Австрия", "Oostenrijk",
+           "Österrike"),
+    "BE": ("BEL", "Belgium", "Bélgica", "Belgien", "Belgique", "Belgio", "Бельгия", "Belgia",
+           "België"),
+    "BG": ("BGR", "Bulgaria", "Bulgarien", "Bulgarie", "Bulgária", "Болгария", "Bułgaria",
+           "Bulgarije", "България"),
+    "HR": ("HRV", "Croatia", "Croacia", "Kroatien", "Croatie", "Croácia", "Croazia",
+           "Хорватия", "Chorwacja", "Kroatië", "Hrvatska"),
+    "CY": ("CYP", "Cyprus", "Chipre", "Zypern", "Chypre", "Cipro", "Кипр", "Cypr", "Cypern"),
+    "CZ": ("CZE", "Czech Republic", "Czechia", "República Checa", "Chequia", "Tschechien",
+           "Tschechische Republik", "République tchèque", "Tchéquie", "República Tcheca",
+           "Chéquia", "Repubblica Ceca", "Cechia", "Чехия", "Czechy", "Tsjechië", "Tjeckien",
+           "Česko", "Česká republika"),
+    "DK": ("DNK", "Denmark", "Dinamarca", "Dänemark", "Danemark", "Danimarca", "Дания",
+           "Dania", "Denemarken", "Danmark"),
+    "EE": ("EST", "Estonia", "Estland", "Estonie", "Estónia", "Estônia", "Эстония", "Eesti"),
+    "FI": ("FIN", "Finland", "Finlandia", "Finnland", "Finlande", "Finlândia", "Финляндия",
+           "Suomi"),
+    "FR": ("FRA", "France", "Francia", "Frankreich", "França", "Франция", "Francja",
+           "Frankrijk", "Frankrike"),
+    "DE": ("DEU", "Germany", "Alemania", "Deutschland", "Allemagne", "Alemanha", "Germania",
+           "Германия", "Niemcy", "Duitsland", "Tyskland", "BRD"),
+    "GR": ("GRC", "Greece", "Grecia", "Griechenland", "Grèce", "Grécia", "Греция", "Grecja",
+           "Griekenland", "Grekland", "Hellas", "Ελλάδα"),
+    "HU": ("HUN", "Hungary", "Hungría", "Ungarn", "Hongrie", "Hungria", "Ungheria", "Венгрия",
+           "Węgry", "Hongarije", "Ungern", "Magyarország"),
+    "IE": ("IRL", "Ireland", "Irlanda", "Irland", "Irlande", "Ирландия", "Irlandia", "Ierland",
+           "Éire"),
+    "IT": ("ITA", "Italy", "Italia", "Italien", "Italie", "Itália", "Италия", "Włochy",
+           "Italië"),
+    "LV": ("LVA", "Latvia", "Letonia", "Lettland", "Lettonie", "Letônia", "Letónia",
+           "Lettonia", "Латвия", "Łotwa", "Letland", "Latvija"),
+    "LT": ("LTU", "Lithuania", "Lituania", "Litauen", "Lituanie", "Lituânia", "Литва", "Litwa",
+           "Litouwen", "Lietuva"),
+    "LU": ("LUX", "Luxembourg", "Luxemburgo", "Luxemburg", "Lussemburgo", "Люксембург",
+           "Luksemburg"),
+    "MT": ("MLT", "Malta", "Malte", "Мальта"),
+    "NL": ("NLD", "Netherlands", "The Netherlands", "Holland", "Países Bajos", "Holanda",
+           "Niederlande", "Pays-Bas", "Países Baixos", "Paesi Bassi", "Olanda", "Нидерланды",
+           "Голландия", "Holandia", "Nederland", "Nederländerna"),
+    "PL": ("POL", "Poland", "Polonia", "Polen", "Pologne", "Polónia", "Polônia", "Польша",
+           "Polska"),
+    "PT": ("PRT", "Portugal", "Portogallo", "Португалия", "Portugalia"),
+    "RO": ("ROU", "Romania", "Rumania", "Rumänien", "Roumanie", "Roménia", "Romênia",
+           "Румыния", "Rumunia", "Roemenië"),
+    "SK": ("SVK", "Slovakia", "Eslovaquia", "Slowakei", "Slovaquie", "Eslováquia",
+           "Slovacchia", "Словакия", "Słowacja", "Slowakije", "Slovakien", "Slovensko"),
+    "SI": ("SVN", "Slovenia", "Eslovenia", "Slowenien", "Slovénie", "Eslovênia", "Eslovénia",
+           "Словения", "Słowenia", "Slovenië", "Slovenien", "Slovenija"),
+    "ES": ("ESP", "Spain", "España", "Spanien", "Espagne", "Espanha", "Spagna", "Испания",
+           "Hiszpania", "Spanje"),
+    "SE": ("SWE", "Sweden", "Suecia", "Schweden", "Suède", "Suécia", "Svezia", "Швеция",
+           "Szwecja", "Zweden", "Sverige"),
+    "US": ("USA", "United States", "United States of America", "US", "America", "U.S.",
+           "Estados Unidos", "EE.UU.", "EEUU", "Vereinigte Staaten", "États-Unis",
+           "Estados Unidos da América", "EUA", "Stati Uniti", "США", "Соединённые Штаты",
+           "Соединенные Штаты Америки", "Америка", "Stany Zjednoczone", "Verenigde Staten",
+           "Förenta staterna"),
+    "GB": ("GBR", "United Kingdom", "UK", "Great Britain", "Britain", "England", "Scotland",
+           "Wales", "Northern Ireland", "Reino Unido", "Gran Bretaña", "Inglaterra",
+           "Vereinigtes Königreich", "Großbritannien", "Schottland", "Royaume-Uni",
+           "Grande-Bretagne", "Angleterre", "Écosse", "Grã-Bretanha", "Regno Unito",
+           "Gran Bretagna", "Inghilterra", "Scozia", "Великобритания",
+           "Соединённое Королевство", "Англия", "Шотландия", "Wielka Brytania", "Anglia",
+           "Szkocja", "Verenigd Koninkrijk", "Groot-Brittannië", "Engeland", "Schotland",
+           "Storbritannien", "Förenade kungariket", "Skottland"),
+    "CA": ("CAN", "Canada", "Canadá", "Kanada", "Канада"),
+    "CH": ("CHE", "Switzerland", "Suiza", "Schweiz", "Suisse", "Suíça", "Svizzera",
+           "Швейцария", "Szwajcaria", "Zwitserland", "Helvetia"),
+    "NO": ("NOR", "Norway", "Noruega", "Norwegen", "Norvège", "Norvegia", "Норвегия",
+           "Norwegia", "Noorwegen", "Norge"),
+    "IS": ("ISL", "Iceland", "Islandia", "Island", "Islande", "Islândia", "Islanda",
+           "Исландия", "IJsland", "Ísland"),
+    "LI": ("LIE", "Liechtenstein", "Лихтенштейн"),
+    "MC": ("MCO", "Monaco", "Mónaco", "Монако"),
+    "AD": ("AND", "Andorra", "Andorre", "Андорра"),
+    "BR": ("BRA", "Brazil", "Brasil", "Brasilien", "Brésil", "Brasile", "Бразилия", "Brazylia",
+           "Brazilië"),
+    "RU": ("RUS", "Russia", "Rusia", "Russland", "Russie", "Rússia", "Россия", "Rosja",
+           "Rusland", "Ryssland", "Russian Federation", "Российская Федерация", "РФ"),
+    "UA": ("UKR", "Ukraine", "Ucrania", "Ucrânia", "Ucraina", "Украина", "Україна", "Ukraina",
+           "Oekraïne"),
+    "BY": ("BLR", "Belarus", "Bielorrusia", "Weißrussland", "Biélorussie", "Bielorrússia",
+           "Bielorussia", "Беларусь", "Белоруссия", "Białoruś", "Wit-Rusland",
+           "Vitryssland"),
+    "TR": ("TUR", "Turkey", "Türkiye", "Turquía", "Türkei", "Turquie", "Turquia", "Turchia",
+           "Турция", "Turcja", "Turkije", "Turkiet"),
+    "AU": ("AUS", "Australia", "Australien", "Australie", "Austrália", "Австралия",
+           "Australië"),
+    "NZ": ("NZL", "New Zealand", "Nueva Zelanda", "Neuseeland", "Nouvelle-Zélande",
+           "Nova Zelândia", "Nuova Zelanda", "Новая Зеландия", "Nowa Zelandia",
+           "Nieuw-Zeeland", "Nya Zeeland"),
+    "JP": ("JPN", "Japan", "Japón", "Japon", "Japão", "Giappone", "Япония", "Japonia"),
+    "CN": ("CHN", "China", "Chine", "Cina", "Китай", "Chiny", "Kina"),
+    "KR": ("KOR", "South Korea", "Korea", "Corea del Sur", "Südkorea", "Corée du Sud",
+           "Coreia do Sul", "Corea del Sud", "Южная Корея", "Korea Południowa", "Zuid-Korea",
+           "Sydkorea"),
+    "IN": ("IND", "India", "Indien", "Inde", "Índia", "Индия", "Indie", "Indië"),
+    "MX": ("MEX", "Mexico", "México", "Mexiko", "Mexique", "Messico", "Мексика", "Meksyk"),
+    "AR": ("ARG", "Argentina", "Argentinien", "Argentine", "Аргентина", "Argentyna",
+           "Argentinië"),
+    "CL": ("CHL", "Chile", "Chili", "Cile", "Чили"),
+    "CO": ("COL", "Colombia", "Kolumbien", "Colombie", "Colômbia", "Колумбия", "Kolumbia"),
+    "PE": ("PER", "Peru", "Perú", "Pérou", "Перу"),
+    "IL": ("ISR", "Israel", "Israël", "Израиль", "Izrael", "Israele"),
+    "ZA": ("ZAF", "South Africa", "Sudáfrica", "Südafrika", "Afrique du Sud", "África do Sul",
+           "Sudafrica", "ЮАР", "Южная Африка", "Republika Południowej Afryki", "RPA",
+           "Zuid-Afrika", "Sydafrika"),
+    "RS": ("SRB", "Serbia", "Serbien", "Serbie", "Sérvia", "Сербия", "Servië", "Srbija"),
+    "KZ": ("KAZ", "Kazakhstan", "Kazajistán", "Kasachstan", "Cazaquistão", "Kazakistan",
+           "Казахстан", "Kazachstan"),
+    "SG": ("SGP", "Singapore", "Singapur", "Singapour", "Singapura", "Сингапур"),
+    "AE": ("ARE", "United Arab Emirates", "UAE", "Emiratos Árabes Unidos",
+           "Vereinigte Arabische Emirate", "Émirats arabes unis", "Emirados Árabes Unidos",
+           "Emirati Arabi Uniti", "ОАЭ", "Объединённые Арабские Эмираты",
+           "Zjednoczone Emiraty Arabskie", "Verenigde Arabische Emiraten",
+           "Förenade Arabemiraten"),
+}
+
+# Leading articles dropped before a country lookup ("the Netherlands", "la Suisse").
+COUNTRY_ARTICLES = frozenset({"the", "die", "der", "la", "le", "les", "l", "el", "los", "o",
+                              "os", "a", "il", "lo", "gli"})
+
+# ISO 639-1 → names (en/es/de/fr/pt/it/ru/pl/nl/sv, the endonym, common Russian cases).
+LANGUAGES: dict[str, tuple[str, ...]] = {
+    "en": ("English", "inglés", "Englisch", "anglais", "inglês", "inglese", "английский",
+           "английского", "английском", "angielski", "angielskiego", "Engels", "engelska"),
+    "de": ("German", "alemán", "Deutsch", "allemand", "alemão", "tedesco", "немецкий",
+           "немецкого", "немецком", "niemiecki", "niemieckiego", "Duits", "tyska"),
+    "es": ("Spanish", "español", "castellano", "Spanisch", "espagnol", "espanhol", "spagnolo",
+           "испанский", "испанского", "испанском", "hiszpański", "hiszpańskiego", "Spaans",
+           "spanska"),
+    "fr": ("French", "francés", "Französisch", "français", "francês", "francese",
+           "французский", "французского", "французском", "francuski", "francuskiego",
+           "Frans", "franska"),
+    "pt": ("Portuguese", "portugués", "Portugiesisch", "portugais", "português", "portoghese",
+           "португальский", "португальского", "portugalski", "Portugees", "portugisiska"),
+    "it": ("Italian", "italiano", "Italienisch", "italien", "итальянский", "итальянского",
+           "włoski", "włoskiego", "Italiaans", "italienska"),
+    "ru": ("Russian", "ruso", "Russisch", "russe", "russo", "русский", "русского", "русском",
+           "rosyjski", "rosyjskiego", "ryska"),
+    "pl": ("Polish", "polaco", "Polnisch", "polonais", "polonês", "polacco", "польский",
+           "польского", "polski", "polskiego", "Pools", "polska"),
+    "nl": ("Dutch", "neerlandés", "holandés", "Niederländisch", "Holländisch", "néerlandais",
+           "holandês", "neerlandês", "olandese", "нидерландский", "голландский",
+           "niderlandzki", "holenderski", "Nederlands", "nederländska"),
+    "sv": ("Swedish", "sueco", "Schwedisch", "suédois", "svedese", "шведский", "szwedzki",
+           "Zweeds", "svenska"),
+    "uk": ("Ukrainian", "ucraniano", "Ukrainisch", "ukrainien", "ucraino", "украинский",
+           "українська", "ukraiński", "Oekraïens", "ukrainska"),
+    "tr": ("Turkish", "turco", "Türkisch", "turc", "турецкий", "turecki", "Turks", "turkiska",
+           "Türkçe"),
+    "ja": ("Japanese", "japonés", "Japanisch", "japonais", "japonês", "giapponese", "японский",
+           "japoński", "Japans", "japanska", "日本語"),
+    "zh": ("Chinese", "Mandarin", "chino", "Chinesisch", "chinois", "chinês", "cinese",
+           "китайский", "chiński", "Chinees", "kinesiska", "中文"),
+    "ko": ("Korean", "coreano", "Koreanisch", "coréen", "корейский", "koreański", "Koreaans",
+           "koreanska"),
+    "ar": ("Arabic", "árabe", "Arabisch", "arabe", "arabo", "арабский", "arabski", "arabiska"),
+    "cs": ("Czech", "checo", "Tschechisch", "tchèque", "tcheco", "ceco", "чешский", "czeski",
+           "Tsjechisch", "tjeckiska", "čeština"),
+    "da": ("Danish", "danés", "Dänisch", "danois", "dinamarquês", "danese", "датский",
+           "duński", "Deens", "danska", "dansk"),
+    "fi": ("Finnish", "finlandés", "Finnisch", "finnois", "finlandês", "finlandese", "финский",
+           "fiński", "Fins", "finska", "suomi"),
+    "no": ("Norwegian", "noruego", "Norwegisch", "norvégien", "norueguês", "norvegese",
+           "норвежский", "norweski", "Noors", "norska", "norsk"),
+    "el": ("Greek", "griego", "Griechisch", "grec", "grego", "greco", "греческий", "grecki",
+           "Grieks", "grekiska"),
+    "hu": ("Hungarian", "húngaro", "Ungarisch", "hongrois", "ungherese", "венгерский",
+           "węgierski", "Hongaars", "ungerska", "magyar"),
+    "ro": ("Romanian", "rumano", "Rumänisch", "roumain", "romeno", "rumeno", "румынский",
+           "rumuński", "Roemeens", "rumänska"),
+}
+
+# ISO 639-2 codes people sometimes type instead of a name.
+LANGUAGE_ALPHA3 = {"eng": "en", "deu": "de", "ger": "de", "spa": "es", "fra": "fr",
+                   "fre": "fr", "por": "pt", "ita": "it", "rus": "ru", "pol": "pl", "nld": "nl",
+                   "dut": "nl", "swe": "sv", "ukr": "uk", "tur": "tr", "jpn": "ja", "zho": "zh",
+                   "chi": "zh"}
+
+# Regional codes written before a postcode; and US, Canadian, Australian, Brazilian states.
+STATE_CODES = frozenset((
+    "AL AK AZ AR CA CO CT DE DC FL GA HI ID IL IN IA KS KY LA ME MD MA MI MN MS MO MT NE NV "
+    "NH NJ NM NY NC ND OH OK OR PA RI SC SD TN TX UT VT VA WA WV WI WY "
+    "AB BC MB NB NL NS NT NU ON PE QC SK YT NSW VIC QLD TAS ACT "
+    "AC AM AP BA CE ES GO MA MG MS MT PB PR PI RJ RN RS RO RR SE SP TO").split())
+STATE_NAMES = frozenset(fold(name) for name in (
+    "Alabama", "Alaska", "Arizona", "Arkansas", "California", "Colorado", "Connecticut",
+    "Delaware", "Florida", "Georgia", "Hawaii", "Idaho", "Illinois", "Indiana", "Iowa",
+    "Kansas", "Kentucky", "Louisiana", "Maine", "Maryland", "Massachusetts", "Michigan",
+    "Minnesota", "Mississippi", "Missouri", "Montana", "Nebraska", "Nevada", "New Hampshire",
+    "New Jersey", "New Mexico", "New York", "North Carolina", "North Dakota", "Ohio",
+    "Oklahoma", "Oregon", "Pennsylvania", "Rhode Island", "South Carolina", "South Dakota",
+    "Tennessee", "Texas", "Utah", "Vermont", "Virginia", "Washington", "West Virginia",
+    "Wisconsin", "Wyoming", "Ontario", "Quebec", "British Columbia", "Alberta",
+    "New South Wales", "Victoria", "Queensland"))
+
+# --- addresses -----------------------------------------------------------------------
+ADDRESS_NOUN = (r"address(?:es)?|addres|adress(?:e|en)?|adres(?:se)?|adresa|\w+adress(?:e|en)?"
+                r"|\w*anschrift(?:en)?|direcci[oó]n|domicilio|endere[cç]o|morada|indirizzo"
+                r"|адрес(?:а|е|у|ом)?")
+# Words right before or after an address noun that make it an e-mail/web address.
+ADDRESS_NOT_POSTAL_BEFORE = r"(?:e-?mail|mail|e-?post|courriel|ip|web|url|website)[\s-]*$"
+ADDRESS_NOT_POSTAL_AFTER = (r"^\s*(?:de\s+|d'|da\s+|do\s+)?(?:e-?mail|mail|correo|courriel"
+                            r"|электронн|почт|ip\b|web\b)")
+# Phrases that introduce an address without the noun ("I moved to …", "ship it to …").
+ADDRESS_CUES = (
+    r"\b(?:moved?|moving|relocated?)\s+to\b|\b(?:ship|deliver|send|post|mail)(?:\s+\w+){0,3}?"
+    r"\s+to\b|\bumgezogen(?:\s+nach)?\b|\bziehe?\s+(?:\w+\s+){0,3}?nach\b|\bliefern\s+(?:\w+\s+)"
+    r"{0,2}?an\b|\bme\s+mud[eé]\s+a\b|\benv[ií](?:e|en|ar)(?:lo|la|los)?\s+a\b"
+    r"|\bпереех\w*\s+(?:в|на)\b|\bдоставьте\s+(?:на|в)\b|\bmudei(?:-me)?\s+para\b"
+    r"|\benvi(?:ar|em?)\s+para\b|\bd[ée]m[ée]nag[ée]\s+(?:au|à|a)\b|\blivrer\s+(?:à|au)\b"
+    r"|\bprzeprowadzi\w*\s+si[eę]\s+(?:do|na)\b|\bflyttat\s+till\b|\bverhuisd\s+naar\b"
+    r"|\btrasferit[oa]\s+(?:a|in)\b")
+BILLING = (r"\bbilling\b|\bbill[\s-]to\b|\binvoic(?:e|ing)\s+address|\baddress\s+(?:for|on)\s+"
+           r"(?:the\s+)?invoices?|rechnungs(?:adresse|anschrift)|\bfacturaci[oó]n\b|\bfiscal\b"
+           r"|для\s+сч[её]т\w*|плат[её]жн\w*\s+адрес|адрес\w*\s+плательщик\w*|\bcobran[cç]a\b"
+           r"|\bfatura[cç][aã]o\b|\bfaturamento\b|\bfacturation\b|\bfatturazione\b"
+           r"|rozliczeniow\w*|do\s+faktur\w*|factuuradres|fakturaadress\w*")
+SHIPPING = (r"\bshipping\b|\bdelivery\b|\bliefer\w*|\bversand\w*|\benv[ií]o\b|\bentrega\b"
+            r"|доставк\w*|\blivraison\b|\bspedizione\b|\bconsegna\b|\bwysy[lł]k\w*|\bdostaw\w*"
+            r"|\bbezorg\w*|\bleverans\w*")
+# Words skipped between the cue and the address ("address is now: …", "dirección de envío es").
+ADDRESS_CONNECTORS = frozenset(fold(w) for w in (
+    "is", "to", "now", "will", "be", "should", "has", "been", "changed", "change", "updated",
+    "update", "set", "the", "following", "as", "follows", "new", "my", "it's", "its", "please",
+    "lautet", "ist", "jetzt", "nun", "neu", "neue", "auf", "nach", "zu", "wie", "folgt", "ab",
+    "sofort", "es", "ahora", "a", "al", "por", "será", "sigue", "siguiente", "nueva", "mi", "de",
+    "envío", "entrega", "facturación", "e", "é", "agora", "para", "passa", "ser", "nova", "meu",
+    "minha", "cobrança", "faturação", "faturamento", "est", "désormais", "maintenant", "à",
+    "au", "par", "ma", "mon", "nouvelle", "suivante", "livraison", "facturation", "è", "ora",
+    "mio", "nuovo", "consegna", "spedizione", "fatturazione", "jest", "to", "teraz", "na",
+    "mój", "nowy", "dostawy", "wysyłki", "är", "nu", "till", "min", "nya", "ny", "naar",
+    "mijn", "nieuwe", "wordt", "это", "теперь", "на", "будет", "мой", "новый", "следующий",
+    "доставки", "для", "счетов", "счета", "shipping", "billing", "delivery"))
+# A segment that starts with one of these ends the address (sign-offs, the next request).
+ADDRESS_STOP_WORDS = frozenset(fold(w) for w in (
+    "thanks", "thank", "thx", "regards", "cheers", "best", "kind", "sincerely", "please",
+    "pls", "phone", "tel", "call", "danke", "vielen", "bitte", "grüße", "gruß", "lg", "mfg",
+    "gracias", "saludos", "un", "por", "спасибо", "пожалуйста", "с", "obrigado", "obrigada",
+    "cumprimentos", "merci", "cordialement", "grazie", "saluti", "dziękuję", "dzięki",
+    "pozdrawiam", "tack", "hälsningar", "bedankt", "groeten", "mvg", "and", "but", "also"))
+# Abbreviations whose dot does not end a sentence ("ul. Długa 5", "St. Mary's Rd").
+ADDRESS_ABBREVIATIONS = frozenset(fold(w) for w in (
+    "st", "str", "ave", "av", "avda", "blvd", "bd", "rd", "dr", "ln", "ct", "pl", "al", "ul",
+    "os", "pkwy", "hwy", "sq", "apt", "ste", "fl", "no", "nr", "nº", "bldg", "dpto", "dto",
+    "esq", "izq", "ctra", "pza", "plz", "pr", "bis", "app", "bât", "rte", "ch", "imp", "pç",
+    "lgo", "trav", "tv", "rod", "mt", "ft", "co", "mr", "mrs", "ms", "sr", "sra", "ул", "пр",
+    "пер", "наб", "ш", "корп", "стр", "пл", "бул", "обл", "пос", "просп", "мкр", "кв", "ж"))
+# Street words: a segment holding one is a street line even without a house number.
+STREET_WORDS = (
+    r"\b(?:street|st|road|rd|avenue|ave|av|avda|avenida|lane|ln|drive|dr|way|court|ct|place|"
+    r"square|sq|boulevard|blvd|bd|highway|hwy|parkway|pkwy|terrace|crescent|close|"
+    r"calle|c/|paseo|plaza|camino|carrer|rua|travessa|largo|praça|estrada|rue|chemin|quai|"
+    r"allée|impasse|via|viale|corso|piazza|ulica|ul|aleja|al|plac|pl|osiedle|os|"
+    r"улица|ул|проспект|пр|пр-т|переулок|пер|шоссе|набережная|наб|бульвар|площадь|"
+    r"plein|laan|straat|gracht|kade|gatan|vägen|gata|vei|vej|gade)\b\.?"
+    r"|(?:straße|strasse|str\.|weg|allee|platz|gasse|ring|damm|ufer|chaussee|markt|steig|"
+    r"straat|laan|gracht|gatan|vägen|gränd|torget|gade|vej|veien|gata)\b")
+CITY_PREFIXES = r"^(?:г\.|гор\.|город)\s*"
+
+# --- amounts --------------------------------------------------------------------------
+# Currency markers → ISO code (None: an amount in a currency we do not handle).
+CURRENCY_SYMBOLS: dict[str, str | None] = {
+    "US$": "USD", "R$": "BRL", "$": "USD", "€": "EUR", "£": "GBP", "₽": "RUB", "C$": None,
+    "CA$": None, "A$": None, "AU$": None, "NZ$": None, "HK$": None, "MX$": None, "¥": None,
+    "￥": None, "₹": None, "₴": None, "₺": None, "₩": None}
+CURRENCY_CODES: dict[str, str | None] = {
+    "usd": "USD", "eur": "EUR", "gbp": "GBP", "rub": "RUB", "rur": "RUB", "brl": "BRL",
+    "pln": "PLN", "sek": "SEK", "chf": None, "cad": None, "aud": None, "jpy": None, "cny": None,
+    "nok": None, "dkk": None, "czk": None, "huf": None, "uah": None, "try": None, "inr": None,
+    "mxn": None}
+# Currency words after a number ("15 euros", "1500 руб.", "50 zł"): regex → ISO code.
+CURRENCY_WORDS: dict[str, str] = {
+    r"dollars?|d[oó]lar(?:es)?|bucks?|доллар(?:ов|а|ы)?|долл\.?|dollari|dolar(?:ów|y|a)?": "USD",
+    r"euros?|евро|eurô": "EUR",
+    r"pounds?(?:\s+sterling)?|quid|sterling|libras?(?:\s+esterlinas?)?|livres?\s+sterling"
+    r"|pfund|фунт(?:ов|а|ы)?(?:\s+стерлингов)?|funt(?:ów|y|a)?|sterlin[ae]": "GBP",
+    r"руб(?:лей|ля|ль|\.)?|р\.?|rubles?|roubles?|rublos?|rubli|rubel|rubl[ei]|rubla": "RUB",
+    r"reais|reales": "BRL",
+    r"zł(?:otych|ote|oty)?|zl|zlot(?:y|ys|ych)|złotys": "PLN",
+    r"kr\.?|kronor|krona|kronen|:-": "SEK",
+}
+# Above this many major units the amount is treated as a typo (about $100,000 each).
+AMOUNT_LIMITS = {"USD": 100_000, "EUR": 100_000, "GBP": 100_000, "BRL": 500_000,
+                 "PLN": 400_000, "SEK": 1_000_000, "RUB": 10_000_000}
+MINUS_WORDS = r"(?:minus|menos|минус|moins|meno|negative|negativ[eo]s?)\s*$"
+# Words after which a bare decimal ("refund 15.50") is read as money.
+MONEY_CUES = (
+    r"refund(?:ed)?|charged?|paid|pay|costs?|price|total|amount|sum|reembols(?:o|ar)|cobrad[oa]"
+    r"|cobraron|pagu[eé]|pagad[oa]|importe|monto|erstattung|erstatten|bezahlt|berechnet|betrag"
+    r"|summe|preis|возврат|вернуть|верните|списали|оплатил\w*|сумм[аУу]|стоимость"
+    r"|remboursement|rembourser|pay[ée]|factur[ée]|montant|prix|estorno|paguei|valor|preço"
+    r"|rimborso|pagato|importo|zwrot|zapłaci\w*|kwota|terugbetaling|betaald|bedrag"
+    r"|återbetalning|betalade|belopp")

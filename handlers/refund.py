@@ -1,0 +1,119 @@
+"""The refund handler: typed extraction, the shop's rules in code, one refund-service call.
+
+Steps, each recorded as an action with its observation:
+
+1. identify the customer (ask for the e-mail when unknown);
+2. suspended accounts get no refund;
+3. exactly one order id (ask which order when none or several; on a case with a refund
+   held for a supervisor and no order named, report that refund's state);
+4. at most one stated amount, in dollars (ask when several, or in another currency);
+   none means the full remainder;
+5. `policy_checks.check_refund` (ownership, delivered, 30-day window, remainder);
+6. `RefundService.request`, retried through a lost response (the key makes it safe).
+"""
+
+from __future__ import annotations
+
+from datetime import date
+
+from handlers.cases import Action
+from handlers.extract import Amount, find_order_ids, parse_amounts
+from handlers.flow import FlowInput, HandlerResult
+from handlers.identity import identify
+from handlers.observation import Observation, fail
+from handlers.policy_checks import check_can_write, check_refund
+from handlers.refunds import RefundService, receipt_observation, retry_lost_responses
+from handlers.store import Store
+
+SHOP_CURRENCIES = frozenset({None, "USD"})
+_REASON_CHARS = 200
+
+
+def _ask(code: str, summary: str, **artifacts: object) -> Observation:
+    return fail(code, summary, retry=False, stop=True,
+                next_actions=["ask_customer"], **artifacts)
+
+
+def _distinct_orders(flow: FlowInput) -> list[str]:
+    return list(dict.fromkeys(o.upper() for o in flow.first_found(find_order_ids)))
+
+
+def _distinct_amounts(flow: FlowInput) -> list[Amount]:
+    seen: dict[tuple[int, str | None], Amount] = {}
+    for amount in flow.first_found(parse_amounts):
+        seen.setdefault((amount.cents, amount.currency), amount)
+    return list(seen.values())
+
+
+class RefundHandler:
+    def __init__(self, store: Store, refunds: RefundService, *, today: date) -> None:
+        self._store = store
+        self._refunds = refunds
+        self._today = today
+
+    def handle(self, flow: FlowInput) -> HandlerResult:
+        actions: list[Action] = []
+
+        def done(obs: Observation, *, status: str = "resolved", awaiting: bool = False,
+                 account_id: str | None = None, name: str = "refund.check") -> HandlerResult:
+            actions.append(Action(name, obs))
+            return HandlerResult(status=status, actions=actions,  # type: ignore[arg-type]
+                                 account_id=account_id, awaiting=awaiting)
+
+        account, who = identify(self._store, flow)
+        if account is None:
+            return done(who, status="awaiting_customer", awaiting=True, name="identity.lookup")
+        actions.append(Action("identity.lookup", who))
+        writable = check_can_write(account, what="refunds")
+        if not writable.ok:
+            return done(writable, account_id=account.id, name="policy.account")
+
+        order_ids = _distinct_orders(flow)
+        if not order_ids and flow.has_held_refund:
+            held = [r for r in self._refunds.for_case(flow.case_id) if r.status == "held"]
+            if held:
+                return done(receipt_observation(held[-1]), status="awaiting_approval",
+                            account_id=account.id, name="refunds.status")
+        if not order_ids:
+            return done(_ask("order_missing", "no order id in the message"),
+                        status="awaiting_customer", awaiting=True, account_id=account.id)
+        if len(order_ids) > 1:
+            return done(_ask("order_ambiguous", f"several orders: {order_ids}",
+                             order_ids=order_ids),
+                        status="awaiting_customer", awaiting=True, account_id=account.id)
+        order_id = order_ids[0]
+
+        amounts = _distinct_amounts(flow)
+        if len(amounts) > 1:
+            return done(_ask("amount_ambiguous", "several amounts", order_id=order_id,
+                             amounts_cents=[a.cents for a in amounts]),
+                        status="awaiting_customer", awaiting=True, account_id=account.id)
+        requested = amounts[0] if amounts else None
+        if requested is not None and requested.currency not in SHOP_CURRENCIES:
+            return done(_ask("currency_unsupported", f"amount in {requested.currency}",
+                             order_id=order_id, raw=requested.raw),
+                        status="awaiting_customer", awaiting=True, account_id=account.id)
+
+        order = self._store.order(order_id)
+        check = check_refund(
+            order, order_id=order_id, account=account,
+            refunded_cents=self._store.refunded_cents(order_id) if order else 0,
+            requested_cents=requested.cents if requested else None, today=self._today,
+        )
+        if not check.ok:
+            return done(check, account_id=account.id, name="policy.refund")
+        actions.append(Action("policy.refund", check))
+
+        amount_cents = int(check.artifacts["amount_cents"])
+        result = retry_lost_responses(lambda: self._refunds.request(
+            case_id=flow.case_id, order_id=order_id, account_id=account.id,
+            amount_cents=amount_cents, reason=" ".join(flow.text.split())[:_REASON_CHARS],
+        ))
+        if result.code == "refund_held":
+            status = "awaiting_approval"
+        elif result.code == "refund_service_unreachable":
+            status = "awaiting_customer"
+        else:
+            status = "resolved"
+        return done(result, status=status, awaiting=status == "awaiting_customer",
+                    account_id=account.id, name="refunds.request")

@@ -1,0 +1,97 @@
+"""Request and response shapes of the desk endpoints: messages, approvals and cases."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from router.contracts import Decision
+from router.gateway.schemas import CustomerText, Identifier
+
+SupervisorName = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[^\x00-\x1f\x7f]+$")]
+
+
+class MessageIn(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [
+            {"text": "Hi, this is ana.novak@example.com. My teapot (order O-1001) arrived "
+                     "broken. Please refund the full amount."},
+            {"text": "It's Gdansk, 80-002, Poland.", "case_id": "c-0123456789abcdef"},
+        ]},
+    )
+
+    text: CustomerText
+    case_id: Identifier | None = Field(
+        default=None, description="Continue this case; omit to open a new one.")
+    customer: Annotated[str, Field(min_length=1, max_length=254)] | None = Field(
+        default=None,
+        description="The customer the calling system authenticated (account id or e-mail).")
+
+
+class MessageOut(BaseModel):
+    case_id: str
+    decision: Decision
+    route: str
+    status: str
+    reply: str
+    actions: list[dict[str, Any]]
+
+
+class ApprovalDecisionIn(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"decision": "approve", "supervisor": "maria"}]},
+    )
+
+    decision: Annotated[str, Field(max_length=32)] = Field(description="approve | reject")
+    supervisor: SupervisorName
+
+
+class ApprovalOut(BaseModel):
+    operation: str
+    case_id: str
+    decision: str
+    operation_status: str
+    refund_id: int | None
+    replayed: bool
+    case_status: str
+    reply: str
+    observation: dict[str, Any]
+
+
+class ApprovalRow(BaseModel):
+    operation: str
+    case_id: str
+    order_id: str
+    account_id: str
+    amount_cents: int
+    amount: str
+    status: str
+    requires_approval: bool
+    refund_id: int | None
+    decision: str | None
+    decided_by: str | None
+
+
+class CaseMessageOut(BaseModel):
+    role: str
+    text: str
+    created_at: datetime
+    request_id: str | None
+    status: str | None
+
+
+class CaseOut(BaseModel):
+    case_id: str
+    status: str
+    flow: str | None
+    customer_id: str | None
+    created_at: datetime
+    updated_at: datetime
+    messages: list[CaseMessageOut]
+    decisions: list[dict[str, Any]]
+    actions: list[dict[str, Any]]
+    refunds: list[dict[str, Any]]

@@ -1,0 +1,27 @@
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from router.gateway.deps import ServicesDep
+from router.gateway.desk_schemas import ApprovalDecisionIn, ApprovalOut, ApprovalRow
+
+router = APIRouter(tags=["approvals"])
+
+
+@router.get("/v1/approvals", response_model=list[ApprovalRow])
+def list_approvals(
+    services: ServicesDep,
+    status: Annotated[str, Query(description="held | approved | rejected | all")] = "held",
+) -> list[ApprovalRow]:
+    """Refunds above the limit, by supervisor state (default: still held)."""
+    return [ApprovalRow.model_validate(row) for row in services.desk.list_approvals(status)]
+
+
+@router.post("/v1/approvals/{operation}/decision", response_model=ApprovalOut)
+def decide_approval(operation: str, body: ApprovalDecisionIn,
+                    services: ServicesDep) -> ApprovalOut:
+    """Approve (issue exactly once) or reject (never issue) a held refund."""
+    outcome = services.desk.decide_approval(operation, body.decision, body.supervisor)
+    return ApprovalOut.model_validate(outcome, from_attributes=True)

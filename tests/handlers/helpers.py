@@ -1,0 +1,18 @@
+"""Shared constants and builders for the handler tests (not fixtures)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import date
+
+from router.contracts import Decision
+from router.settings import PROJECT_ROOT
+
+TODAY = date(2026, 3, 15)
+FIXTURE = PROJECT_ROOT / "datasets" / "store" / "fixture.json"
+
+
+def decision(route: str, *, request_id: str | None = None) -> Decision:
+    """A hand-built router decision, to drive the desk without a model."""
+    return Decision(request_id=request_id or uuid.uuid4().hex, route=route, scores=None,
+                    threshold=0.5, policy_version="test", reason="rule:test", model="test")

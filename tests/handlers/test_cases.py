@@ -1,0 +1,56 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from sqlalchemy import Engine
+
+from handlers.cases import Action, CaseBook, Turn, new_case_id
+from handlers.observation import success
+
+
+@pytest.fixture
+def book(engine: Engine) -> CaseBook:
+    book = CaseBook(engine, now=lambda: datetime(2026, 3, 15, 12, 0, tzinfo=UTC))
+    book.create_schema()
+    return book
+
+
+def _turn(**overrides: object) -> Turn:
+    values: dict = dict(request_id="r1", customer_text="hello", decision={"route": "clarify"},
+                        actions=[Action("desk.clarify", success("clarify", "asked"))],
+                        reply="Could you tell me more?", status="awaiting_customer",
+                        flow=None, customer_id=None, context={"texts": ["hello"]})
+    values.update(overrides)
+    return Turn(**values)
+
+
+def test_case_ids_are_unique_identifiers() -> None:
+    ids = {new_case_id() for _ in range(100)}
+    assert len(ids) == 100 and all(i.startswith("c-") and len(i) == 18 for i in ids)
+
+
+def test_record_creates_then_updates(book: CaseBook) -> None:
+    assert book.get("c-1") is None
+    first = book.record("c-1", _turn())
+    assert first.status == "awaiting_customer" and first.context == {"texts": ["hello"]}
+    second = book.record("c-1", _turn(request_id="r2", customer_text="refund O-1001",
+                                      status="resolved", flow=None, customer_id="A-100",
+                                      context={}))
+    assert second.status == "resolved" and second.customer_id == "A-100"
+    assert second.created_at == first.created_at
+
+
+def test_view_has_messages_decisions_and_actions_in_order(book: CaseBook) -> None:
+    book.record("c-1", _turn())
+    book.record("c-1", _turn(request_id=None, customer_text=None, decision=None,
+                             reply="A supervisor approved…", status="resolved"))
+    view = book.view("c-1")
+    assert [(m["role"], m["text"]) for m in view["messages"]] == [
+        ("customer", "hello"), ("desk", "Could you tell me more?"),
+        ("desk", "A supervisor approved…"),
+    ]
+    assert view["decisions"] == [{"route": "clarify"}]
+    assert [a["code"] for a in view["actions"]] == ["clarify", "clarify"]
+    assert view["status"] == "resolved"
+    assert book.view("c-nope") is None
