@@ -18,7 +18,9 @@ from router.contracts import Route
 from router.errors import InvalidInput
 
 Split = Literal["train", "calibration", "test"]
-SPLIT_BOUNDS: tuple[tuple[Split, float], ...] = (("train", 0.6), ("calibration", 0.8), ("test", 1.0))
+SPLIT_BOUNDS: tuple[tuple[Split, float], ...] = (
+    ("train", 0.6), ("calibration", 0.8), ("test", 1.0)
+)
 
 
 class LabelledRow(BaseModel):
@@ -71,16 +73,27 @@ def iter_jsonl(path: Path) -> Iterator[dict]:
 
 
 def load_labelled(path: Path) -> list[LabelledRow]:
-    rows: list[LabelledRow] = []
+    """Labelled rows from a file or folder, resolving labelling-session logs.
+
+    `support-router label` appends, never rewrites: a later row for the same id replaces
+    the earlier one (a relabel), and a row `{"id": …, "undo": true}` withdraws the
+    latest label of that id. Files without repeated ids or undo rows read as they are.
+    """
+    rows: dict[str, LabelledRow] = {}
     for number, obj in enumerate(iter_jsonl(path), start=1):
+        if isinstance(obj, dict) and obj.get("undo") is True:
+            rows.pop(str(obj.get("id", "")), None)
+            continue
         try:
             row = LabelledRow.model_validate(obj)
         except ValidationError as exc:
             raise InvalidInput(
                 f"{path} row {number}: {exc.errors()[0]['msg']}", code="bad_label_row"
             ) from exc
-        rows.append(row if row.id else row.model_copy(update={"id": f"row-{number}"}))
-    return rows
+        row = row if row.id else row.model_copy(update={"id": f"row-{number}"})
+        rows.pop(row.id, None)  # a relabel moves to the end, as in the log
+        rows[row.id] = row
+    return list(rows.values())
 
 
 def select_split(rows: Iterable[LabelledRow], split: Split) -> list[LabelledRow]:

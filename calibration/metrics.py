@@ -63,28 +63,59 @@ def outcomes(labels: Sequence[str] | np.ndarray, choices: Sequence[str] | np.nda
     )
 
 
-def _ratio(numerator: float, denominator: float) -> float:
-    return float(numerator / denominator) if denominator else 0.0
+OUTCOME_CELLS = ("correct", "misroute_clear", "misroute_unclear", "clarify_needed",
+                 "clarify_unneeded")
+"""Outcomes split by whether the label is clear: every routing rate is a ratio of these."""
+
+
+def outcome_cells(labels: Sequence[str] | np.ndarray, outcome: np.ndarray) -> np.ndarray:
+    """Index into `OUTCOME_CELLS` per request, shape (n,)."""
+    labels, outcome = np.asarray(labels), np.asarray(outcome)
+    cells = np.full(len(outcome), 4, dtype=np.int64)
+    cells[outcome == "correct"] = 0
+    cells[(outcome == "misroute") & (labels != "unclear")] = 1
+    cells[(outcome == "misroute") & (labels == "unclear")] = 2
+    cells[outcome == "clarify_needed"] = 3
+    return cells
+
+
+def _ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
+    numerator, denominator = np.asarray(numerator, float), np.asarray(denominator, float)
+    out = np.zeros(np.broadcast(numerator, denominator).shape)
+    return np.divide(numerator, denominator, out=out, where=denominator > 0)
+
+
+def routing_rates(cell_counts: np.ndarray) -> dict[str, np.ndarray]:
+    """Routing rates from counts of `OUTCOME_CELLS`, shape (..., 5) → arrays of shape (...).
+
+    Each rate is 0.0 where its denominator is empty.
+    """
+    c, mc, mu, cn, cu = np.moveaxis(np.asarray(cell_counts, dtype=float), -1, 0)
+    n = c + mc + mu + cn + cu
+    routed = c + mc + mu
+    return {
+        "misroute_rate_routed": _ratio(mc + mu, routed),
+        "misroute_rate": _ratio(mc + mu, n),
+        "coverage": _ratio(c + mc, c + mc + cu),
+        "clarify_rate": _ratio(cn + cu, n),
+        "unclear_recall": _ratio(cn, cn + mu),
+        "correct_outcome_rate": _ratio(c + cn, n),
+    }
 
 
 def routing_summary(labels: Sequence[str] | np.ndarray, outcome: np.ndarray) -> dict[str, float]:
-    """Rates that the data team reads; each is 0.0 when its denominator is empty."""
-    labels = np.asarray(labels)
-    n = len(labels)
-    counts = {name: int(np.sum(outcome == name)) for name in OUTCOMES}
-    routed = counts["correct"] + counts["misroute"]
-    clear = labels != "unclear"
-    routed_clear = int(np.sum(clear & np.isin(outcome, ("correct", "misroute"))))
+    """Counts and the rates that the data team reads; each rate is 0.0 when its denominator
+    is empty."""
+    counts = np.bincount(outcome_cells(labels, outcome), minlength=len(OUTCOME_CELLS))
+    c, mc, mu, cn, cu = (int(v) for v in counts)
     return {
-        "n": n,
-        **counts,
-        "routed": routed,
-        "misroute_rate_routed": _ratio(counts["misroute"], routed),
-        "misroute_rate": _ratio(counts["misroute"], n),
-        "coverage": _ratio(routed_clear, int(clear.sum())),
-        "clarify_rate": _ratio(n - routed, n),
-        "unclear_recall": _ratio(counts["clarify_needed"], int(np.sum(~clear))),
-        "correct_outcome_rate": _ratio(counts["correct"] + counts["clarify_needed"], n),
+        "n": int(counts.sum()),
+        "correct": c,
+        "misroute": mc + mu,
+        "clarify_needed": cn,
+        "clarify_unneeded": cu,
+        "routed": c + mc + mu,
+        **{name: float(value) for name, value in routing_rates(counts).items()},
     }
 
 
@@ -103,20 +134,8 @@ def expected_calibration_error(
     strategy : {"uniform", "quantile"}
         Equal-width bins over [0, 1], or equal-mass bins.
     """
-    top = probabilities.max(axis=1)
-    correct = probabilities.argmax(axis=1) == y_true
-    if strategy == "uniform":
-        edges = np.linspace(0.0, 1.0, n_bins + 1)
-    else:
-        edges = np.quantile(top, np.linspace(0.0, 1.0, n_bins + 1))
-        edges[0], edges[-1] = 0.0, 1.0
-    bins = np.clip(np.searchsorted(edges, top, side="right") - 1, 0, n_bins - 1)
-    total = 0.0
-    for b in range(n_bins):
-        in_bin = bins == b
-        if in_bin.any():
-            total += in_bin.sum() * abs(correct[in_bin].mean() - top[in_bin].mean())
-    return float(total / len(top))
+    top, correct = _top_label(probabilities, np.asarray(y_true))
+    return _bin_gap(top, correct, n_bins=n_bins, strategy=strategy)
 
 
 def classification_summary(labels: Sequence[str], choices: Sequence[str]) -> dict:
@@ -136,3 +155,251 @@ def classification_summary(labels: Sequence[str], choices: Sequence[str]) -> dic
             for route, p, r, s in zip(ROUTES, precision, recall, support, strict=True)
         },
     }
+
+
+def _top_label(probabilities: np.ndarray, y_true: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Top probability and whether the argmax is the true class."""
+    return probabilities.max(axis=1), probabilities.argmax(axis=1) == y_true
+
+
+def _bin_gap(values: np.ndarray, hits: np.ndarray, *, n_bins: int, strategy: str) -> float:
+    """Weighted mean |mean(hits) − mean(values)| over bins of `values`."""
+    return float(_BinnedGap(values, hits, n_bins=n_bins, strategy=strategy).gap(None))
+
+
+def classwise_calibration_error(
+    y_true: np.ndarray, probabilities: np.ndarray, *, n_bins: int = 15, strategy: str = "uniform"
+) -> float:
+    """Classwise ECE: the mean over classes of the one-vs-rest calibration error.
+
+    Parameters
+    ----------
+    y_true : ndarray of shape (n,)
+        Index of the true class.
+    probabilities : ndarray of shape (n, k)
+    n_bins : int
+        Bins per class (15 equal-width by default).
+    strategy : {"uniform", "quantile"}
+
+    Returns
+    -------
+    float
+        ``mean_j sum_b |B_jb|/n · |freq_jb − mean p_jb|``: for each class j the
+        predicted probability p_j is binned and compared with how often j is the label.
+    """
+    y_true = np.asarray(y_true)
+    return float(np.mean([
+        _bin_gap(probabilities[:, j], y_true == j, n_bins=n_bins, strategy=strategy)
+        for j in range(probabilities.shape[1])
+    ]))
+
+
+def brier_loss(y_true: np.ndarray, probabilities: np.ndarray) -> float:
+    """Multi-class Brier score: mean over rows of ``sum_j (p_j − 1[y = j])²`` (lower is better).
+
+    Parameters
+    ----------
+    y_true : ndarray of shape (n,)
+    probabilities : ndarray of shape (n, k)
+    """
+    return float(np.mean(_brier_rows(np.asarray(y_true), probabilities)))
+
+
+def negative_log_likelihood(y_true: np.ndarray, probabilities: np.ndarray,
+                            *, eps: float = 1e-15) -> float:
+    """Mean negative log-probability of the true class (natural log; lower is better).
+
+    Parameters
+    ----------
+    y_true : ndarray of shape (n,)
+    probabilities : ndarray of shape (n, k)
+        Rows are renormalised after clipping to ``[eps, 1]``, as scikit-learn's ``log_loss``.
+    """
+    return float(np.mean(_nll_rows(np.asarray(y_true), probabilities, eps=eps)))
+
+
+def _brier_rows(y_true: np.ndarray, probabilities: np.ndarray) -> np.ndarray:
+    squares = np.sum(probabilities**2, axis=1)
+    return squares - 2 * probabilities[np.arange(len(y_true)), y_true] + 1.0
+
+
+def _nll_rows(y_true: np.ndarray, probabilities: np.ndarray, *, eps: float = 1e-15) -> np.ndarray:
+    clipped = np.clip(probabilities, eps, 1.0)
+    clipped = clipped / clipped.sum(axis=1, keepdims=True)
+    return -np.log(clipped[np.arange(len(y_true)), y_true])
+
+
+class _BinnedGap:
+    """An ECE-style binned gap that can be re-evaluated under bootstrap weights in O(n).
+
+    `gap(weights)` with integer weights equals the unweighted computation on the sample
+    that repeats row i weights[i] times (equal-mass edges follow `np.quantile`'s default
+    linear interpolation on that sample).
+    """
+
+    def __init__(self, values: np.ndarray, hits: np.ndarray, *, n_bins: int, strategy: str):
+        if strategy not in ("uniform", "quantile"):
+            raise ValueError(f"strategy={strategy!r}; use 'uniform' or 'quantile'")
+        self.n_bins, self.strategy = n_bins, strategy
+        values = np.asarray(values, dtype=float)
+        diff = np.asarray(hits, dtype=float) - values
+        if strategy == "uniform":  # bins never move: keep the rows in their own order
+            self.order = None
+            self.values, self.diff = values, diff
+            self.fixed_bins = self._bins(np.linspace(0.0, 1.0, n_bins + 1))
+        else:  # equal-mass edges need the values sorted
+            self.order = np.argsort(values, kind="stable")
+            self.values, self.diff = values[self.order], diff[self.order]
+
+    def _bins(self, edges: np.ndarray) -> np.ndarray:
+        return np.clip(np.searchsorted(edges, self.values, side="right") - 1, 0, self.n_bins - 1)
+
+    def _edges(self, weights: np.ndarray | None) -> np.ndarray:
+        levels = np.linspace(0.0, 1.0, self.n_bins + 1)
+        if weights is None:
+            edges = np.quantile(self.values, levels)
+        else:  # np.quantile's linear rule on the expanded (repeated-rows) sample
+            cumulative = np.cumsum(weights)
+            position = (cumulative[-1] - 1) * levels
+            below = np.floor(position)
+            last = len(self.values) - 1
+            at = np.minimum(np.searchsorted(cumulative, below, side="right"), last)
+            nxt = np.minimum(np.searchsorted(cumulative, below + 1, side="right"), last)
+            edges = self.values[at] + (position - below) * (self.values[nxt] - self.values[at])
+        edges[0], edges[-1] = 0.0, 1.0
+        return edges
+
+    def gap(self, weights: np.ndarray | None) -> float:
+        """The binned gap; `weights` (n,) are per-row counts in the original row order."""
+        if weights is not None and self.order is not None:
+            weights = weights[self.order]
+        if self.strategy == "uniform":
+            bins = self.fixed_bins
+        else:
+            bins = self._bins(self._edges(weights))
+        total = len(self.values) if weights is None else weights.sum()
+        if total == 0:
+            return 0.0
+        signed = self.diff if weights is None else weights * self.diff
+        return float(np.abs(np.bincount(bins, weights=signed, minlength=self.n_bins)).sum()
+                     / total)
+
+
+class CalibrationStats:
+    """The calibration figures of one set of predictions, re-evaluable under bootstrap weights.
+
+    Parameters
+    ----------
+    y_true : ndarray of shape (n,)
+        Index of the true class.
+    probabilities : ndarray of shape (n, k)
+    n_bins : int
+        15 by default, for both binnings.
+    """
+
+    def __init__(self, y_true: np.ndarray, probabilities: np.ndarray, *, n_bins: int = 15):
+        y_true = np.asarray(y_true)
+        top, correct = _top_label(probabilities, y_true)
+        self.n = len(y_true)
+        self._width = _BinnedGap(top, correct, n_bins=n_bins, strategy="uniform")
+        self._mass = _BinnedGap(top, correct, n_bins=n_bins, strategy="quantile")
+        self._classwise = [
+            _BinnedGap(probabilities[:, j], y_true == j, n_bins=n_bins, strategy="uniform")
+            for j in range(probabilities.shape[1])
+        ]
+        self._brier = _brier_rows(y_true, probabilities)
+        self._nll = _nll_rows(y_true, probabilities)
+
+    def summary(self, weights: np.ndarray | None = None) -> dict[str, float]:
+        """`calibration_summary` of the rows repeated `weights[i]` times (None: once each)."""
+        w = np.ones(self.n) if weights is None else np.asarray(weights, dtype=float)
+        weights = None if weights is None else w
+        total = w.sum()
+        return {
+            "ece_15_equal_width": self._width.gap(weights),
+            "ece_15_equal_mass": self._mass.gap(weights),
+            "classwise_ece_15_equal_width": float(np.mean([c.gap(weights)
+                                                           for c in self._classwise])),
+            "brier": float(w @ self._brier / total) if total else 0.0,
+            "nll": float(w @ self._nll / total) if total else 0.0,
+        }
+
+
+def calibration_summary(y_true: np.ndarray, probabilities: np.ndarray) -> dict[str, float]:
+    """The calibration figures reports name: ECE with 15 equal-width and 15 equal-mass bins,
+    classwise-ECE (15 equal-width), Brier and NLL.
+
+    Parameters
+    ----------
+    y_true : ndarray of shape (n,)
+    probabilities : ndarray of shape (n, k)
+    """
+    return CalibrationStats(y_true, probabilities).summary()
+
+
+def _interval(draws: np.ndarray, point: float, level: float) -> dict[str, float | list[float]]:
+    tail = (1.0 - level) / 2 * 100
+    return {"value": float(point),
+            f"ci{round(level * 100)}": [float(np.percentile(draws, tail)),
+                                        float(np.percentile(draws, 100 - tail))]}
+
+
+def bootstrap_calibration(
+    y_true: np.ndarray, probabilities: np.ndarray, *, n_boot: int = 1000, level: float = 0.95,
+    seed: int = 0,
+) -> dict[str, dict]:
+    """`calibration_summary` with percentile bootstrap intervals (rows resampled).
+
+    Parameters
+    ----------
+    y_true : ndarray of shape (n,)
+    probabilities : ndarray of shape (n, k)
+    n_boot : int
+        Resamples (1,000 by default).
+    level : float
+        0.95 gives the 2.5th and 97.5th percentiles, under the key ``"ci95"``.
+    seed : int
+        Seed of the resampling, so reports are reproducible.
+
+    Returns
+    -------
+    dict
+        ``{metric: {"value": point, "ci95": [low, high]}}``.
+    """
+    stats = CalibrationStats(y_true, probabilities)
+    point = stats.summary()
+    if stats.n == 0:
+        return {k: _interval(np.array([v]), v, level) for k, v in point.items()}
+    rng = np.random.default_rng(seed)
+    draws = {k: np.empty(n_boot) for k in point}
+    for b in range(n_boot):
+        weights = np.bincount(rng.integers(0, stats.n, size=stats.n), minlength=stats.n)
+        for k, v in stats.summary(weights).items():
+            draws[k][b] = v
+    return {k: _interval(draws[k], point[k], level) for k in point}
+
+
+def bootstrap_routing(
+    labels: Sequence[str] | np.ndarray, outcome: np.ndarray, *, n_boot: int = 1000,
+    level: float = 0.95, seed: int = 0,
+) -> dict[str, dict]:
+    """Routing rates with percentile bootstrap intervals.
+
+    Every routing rate is a ratio of counts of `OUTCOME_CELLS`, so resampling rows is
+    exactly a multinomial draw of those counts; this costs nothing at any n.
+
+    Parameters
+    ----------
+    labels : array-like of shape (n,)
+    outcome : ndarray of shape (n,)
+        From `outcomes`.
+    n_boot, level, seed
+        As in `bootstrap_calibration`.
+    """
+    counts = np.bincount(outcome_cells(labels, outcome), minlength=len(OUTCOME_CELLS))
+    n = int(counts.sum())
+    point = routing_rates(counts)
+    if n == 0:
+        return {k: _interval(np.array([0.0]), float(v), level) for k, v in point.items()}
+    draws = routing_rates(np.random.default_rng(seed).multinomial(n, counts / n, size=n_boot))
+    return {k: _interval(draws[k], float(point[k]), level) for k in point}

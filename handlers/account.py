@@ -23,7 +23,7 @@ from handlers.flow import FlowInput, HandlerResult
 from handlers.identity import identify
 from handlers.observation import Observation, fail, success
 from handlers.policy_checks import check_can_write, split_preferences
-from handlers.store import NewAddress, Store
+from handlers.store import AddressKind, NewAddress, Store
 
 ADDRESS_FIELDS: tuple[str, ...] = ("line1", "city", "postal_code", "country")
 _FIELD_NAMES = {"line1": "street and house number", "city": "city",
@@ -116,7 +116,7 @@ class AccountHandler:
                              account.id, awaiting=awaiting, context=context)
 
     def _address(self, account_id: str, address: dict[str, Any]) -> Observation:
-        kind = address.get("kind") or "shipping"
+        kind: AddressKind = "billing" if address.get("kind") == "billing" else "shipping"
         missing = _missing(address)
         if missing:
             return fail("address_incomplete", f"{kind} address lacks {missing}",

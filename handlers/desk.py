@@ -43,6 +43,8 @@ from router.contracts import Decision
 from router.errors import Conflict, InvalidInput, NotFound, StoreError
 
 APPROVAL_FILTERS = ("held", "approved", "rejected", "all")
+MAX_FLOW_TEXTS = 5
+"""How many of the customer's messages an open flow keeps for the next one to build on."""
 
 
 @dataclass(frozen=True)
@@ -130,7 +132,8 @@ class SupportDesk:
         if status == "resolved" and self._has_held(facts.case_id):
             status = "awaiting_approval"
         keep = result.awaiting or decision.route == "clarify"
-        next_context = {**result.context, "texts": [*earlier, text]} if keep else {}
+        texts = [*earlier, text][-MAX_FLOW_TEXTS:]
+        next_context = {**result.context, "texts": texts} if keep else {}
         reply = compose(a.observation for a in result.actions)
         self.cases.record(facts.case_id, Turn(
             request_id=decision.request_id, customer_text=text,

@@ -44,15 +44,15 @@ def identify(store: Store, flow: FlowInput) -> tuple[Account | None, Observation
                                 account_id=account.id, source="authenticated")
     emails = flow.first_found(find_emails)
     for email in emails:
-        account = store.account_by_email(email)
-        if account is not None:
-            return account, success("customer_identified", f"e-mail matches {account.id}",
-                                    account_id=account.id, source="email")
+        by_email = store.account_by_email(email)
+        if by_email is not None:
+            return by_email, success("customer_identified", f"e-mail matches {by_email.id}",
+                                     account_id=by_email.id, source="email")
     if flow.case_customer_id:
-        account = store.account(flow.case_customer_id)
-        if account is not None:
-            return account, success("customer_identified", f"case belongs to {account.id}",
-                                    account_id=account.id, source="case")
+        by_case = store.account(flow.case_customer_id)
+        if by_case is not None:
+            return by_case, success("customer_identified", f"case belongs to {by_case.id}",
+                                    account_id=by_case.id, source="case")
     if emails:
         return None, fail("unknown_email", f"no account with e-mail {emails[0]}",
                           retry=False, stop=True, email=emails[0],

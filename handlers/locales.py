@@ -222,8 +222,8 @@ STATE_NAMES = frozenset(fold(name) for name in (
     "New South Wales", "Victoria", "Queensland"))
 
 # --- addresses -----------------------------------------------------------------------
-ADDRESS_NOUN = (r"address(?:es)?|addres|adress(?:e|en)?|adres(?:se)?|adresa|\w+adress(?:e|en)?"
-                r"|\w*anschrift(?:en)?|direcci[oó]n|domicilio|endere[cç]o|morada|indirizzo"
+ADDRESS_NOUN = (r"address(?:es)?|addres|addr\b|adress(?:e|en)?|adres(?:se)?|adresa"
+                r"|\w+adress(?:e|en)?|\w*anschrift(?:en)?|direcci[oó]n|domicilio|endere[cç]o|morada|indirizzo"
                 r"|адрес(?:а|е|у|ом)?")
 # Words right before or after an address noun that make it an e-mail/web address.
 ADDRESS_NOT_POSTAL_BEFORE = r"(?:e-?mail|mail|e-?post|courriel|ip|web|url|website)[\s-]*$"
@@ -251,7 +251,8 @@ ADDRESS_CONNECTORS = frozenset(fold(w) for w in (
     "is", "to", "now", "will", "be", "should", "has", "been", "changed", "change", "updated",
     "update", "set", "the", "following", "as", "follows", "new", "my", "it's", "its", "please",
     "lautet", "ist", "jetzt", "nun", "neu", "neue", "auf", "nach", "zu", "wie", "folgt", "ab",
-    "sofort", "es", "ahora", "a", "al", "por", "será", "sigue", "siguiente", "nueva", "mi", "de",
+    "sofort", "es", "nuevo", "novo", "nouveau", "nieuw", "ahora", "a", "al", "por", "será",
+    "sigue", "siguiente", "nueva", "mi", "de",
     "envío", "entrega", "facturación", "e", "é", "agora", "para", "passa", "ser", "nova", "meu",
     "minha", "cobrança", "faturação", "faturamento", "est", "désormais", "maintenant", "à",
     "au", "par", "ma", "mon", "nouvelle", "suivante", "livraison", "facturation", "è", "ora",
@@ -284,6 +285,10 @@ STREET_WORDS = (
     r"|(?:straße|strasse|str\.|weg|allee|platz|gasse|ring|damm|ufer|chaussee|markt|steig|"
     r"straat|laan|gracht|gatan|vägen|gränd|torget|gade|vej|veien|gata)\b")
 CITY_PREFIXES = r"^(?:г\.|гор\.|город)\s*"
+# Words that lead into an address inside one segment: "it should be …", "I live at …".
+ADDRESS_LEAD_IN = r"(?:^|\s)(?:is|be|to|at|auf|an|nach|es|a|é|est|à|au|è|är|na|на|в)\s+"
+# "Main Street 5 in Berlin": the city after the house number.
+ADDRESS_IN_CITY = r"^(.*\d\w*)\s+(?:in|à|en|em|в|w|i)\s+(\S.*)$"
 
 # --- amounts --------------------------------------------------------------------------
 # Currency markers → ISO code (None: an amount in a currency we do not handle).
@@ -294,13 +299,12 @@ CURRENCY_SYMBOLS: dict[str, str | None] = {
 CURRENCY_CODES: dict[str, str | None] = {
     "usd": "USD", "eur": "EUR", "gbp": "GBP", "rub": "RUB", "rur": "RUB", "brl": "BRL",
     "pln": "PLN", "sek": "SEK", "chf": None, "cad": None, "aud": None, "jpy": None, "cny": None,
-    "nok": None, "dkk": None, "czk": None, "huf": None, "uah": None, "try": None, "inr": None,
-    "mxn": None}
+    "nok": None, "dkk": None, "czk": None, "huf": None, "uah": None, "inr": None, "mxn": None}
 # Currency words after a number ("15 euros", "1500 руб.", "50 zł"): regex → ISO code.
 CURRENCY_WORDS: dict[str, str] = {
     r"dollars?|d[oó]lar(?:es)?|bucks?|доллар(?:ов|а|ы)?|долл\.?|dollari|dolar(?:ów|y|a)?": "USD",
     r"euros?|евро|eurô": "EUR",
-    r"pounds?(?:\s+sterling)?|quid|sterling|libras?(?:\s+esterlinas?)?|livres?\s+sterling"
+    r"pounds?(?:\s+sterling)?(?!\s+of\b)|quid|sterling|libras?(?:\s+esterlinas?)?|livres?\s+sterling"
     r"|pfund|фунт(?:ов|а|ы)?(?:\s+стерлингов)?|funt(?:ów|y|a)?|sterlin[ae]": "GBP",
     r"руб(?:лей|ля|ль|\.)?|р\.?|rubles?|roubles?|rublos?|rubli|rubel|rubl[ei]|rubla": "RUB",
     r"reais|reales": "BRL",
@@ -310,12 +314,144 @@ CURRENCY_WORDS: dict[str, str] = {
 # Above this many major units the amount is treated as a typo (about $100,000 each).
 AMOUNT_LIMITS = {"USD": 100_000, "EUR": 100_000, "GBP": 100_000, "BRL": 500_000,
                  "PLN": 400_000, "SEK": 1_000_000, "RUB": 10_000_000}
-MINUS_WORDS = r"(?:minus|menos|минус|moins|meno|negative|negativ[eo]s?)\s*$"
+MINUS_WORDS = r"(?<![^\W\d_])(?:minus|menos|минус|moins|meno|negative|negativ[eo]s?)\s*$"
 # Words after which a bare decimal ("refund 15.50") is read as money.
 MONEY_CUES = (
     r"refund(?:ed)?|charged?|paid|pay|costs?|price|total|amount|sum|reembols(?:o|ar)|cobrad[oa]"
     r"|cobraron|pagu[eé]|pagad[oa]|importe|monto|erstattung|erstatten|bezahlt|berechnet|betrag"
-    r"|summe|preis|возврат|вернуть|верните|списали|оплатил\w*|сумм[аУу]|стоимость"
+    r"|summe|preis|возврат|вернуть|верните|списали|оплатил\w*|сумм[ау]|стоимость"
     r"|remboursement|rembourser|pay[ée]|factur[ée]|montant|prix|estorno|paguei|valor|preço"
     r"|rimborso|pagato|importo|zwrot|zapłaci\w*|kwota|terugbetaling|betaald|bedrag"
     r"|återbetalning|betalade|belopp")
+
+# --- preferences ----------------------------------------------------------------------
+# (setting, inverted, regex): "inverted" topics ask for the opposite of the setting
+# (wanting paper invoices means paperless_billing off).
+PREFERENCE_TOPICS: tuple[tuple[str, bool, str], ...] = (
+    ("marketing_emails", False,
+     r"\b(?:marketing(?:[\s-]*e?-?mails?)?|promo(?:tion(?:al|s)?|s)?|news\s?letter\w*"
+     r"|mailing\s?lists?|(?:special\s+)?offers|deals|advertising|adverts?|ads|spam\w*"
+     r"|werbe\w*|werbung|angebote|bolet[ií]n(?:es)?|publicidad|promociones|ofertas"
+     r"|correos?\s+(?:promocionales|publicitarios)|рассыл\w*|реклам\w*|промо\w*|акци[ийя]\w*"
+     r"|спам\w*|promocionais|promo[cç][oõ]es|propaganda|publicidade|boletim|lettres?\s+d'information"
+     r"|promotionnel\w*|publicit[eé]s?|promozion\w*|pubblicit[aà]|offerte|biuletyn\w*|reklam\w*"
+     r"|promocj\w*|oferty|mailing\w*|nieuwsbrie\w*|reclame|aanbiedingen|nyhetsbrev\w*"
+     r"|erbjudanden|utskick)\b"),
+    ("sms_notifications", False,
+     r"\b(?:sms\w*|text\s+messages?|text(?:s|ing)|text\s+(?:alerts|notifications)|смс\w*"
+     r"|mensaje?s?\s+de\s+texto|mensagens?\s+de\s+texto|textos|messages?\s+texte)\b"),
+    ("paperless_billing", False,
+     r"paperless|paper-?free|\be-?bill(?:s|ing)?\b|\be-?invoic\w*|electronic\s+(?:invoices?|bills?"
+     r"|billing|statements?)|digital\s+(?:invoices?|bills?|statements?)|(?:pdf|online)\s+(?:invoices?"
+     r"|bills?)|(?:invoices?|bills?|statements?)\s+(?:by|via|per)\s+e-?mail|papierlos\w*"
+     r"|\be-?rechnung\w*|elektronische\w*\s+rechnung\w*|online-?rechnung\w*|digitale\w*\s+rechnung\w*"
+     r"|rechnung\w*\s+per\s+e-?mail|factura\w*\s+(?:electr[oó]nica|digital)\w*|facturaci[oó]n\s+"
+     r"electr[oó]nica|sin\s+papel|электронн\w*\s+(?:сч[её]т|квитанц|чек)\w*|без\s+бумаг\w*"
+     r"|безбумажн\w*|fatura\w*\s+(?:eletr[oô]nica|electr[oó]nica|digital)\w*|sem\s+papel"
+     r"|factures?\s+(?:[eé]lectroniques?|d[eé]mat[eé]rialis[eé]es?|num[eé]riques?)|z[eé]ro\s+papier"
+     r"|sans\s+papier|fattur\w*\s+elettronic\w*|senza\s+carta|\be-?faktur\w*|faktur\w*\s+"
+     r"elektroniczn\w*|bez\s+papieru|papierloo?s|\be-?factu\w*|digitale\s+factu\w*|pappersfri\w*"),
+    ("paperless_billing", True,
+     r"\bpaper\s+(?:invoices?|bills?|billing|statements?|copies)|printed\s+(?:invoices?|bills?)"
+     r"|(?:invoices?|bills?|statements?)\s+(?:by|via|through\s+the)\s+(?:post|mail|snail\s*mail)"
+     r"|\bon\s+paper\b|papierrechnung\w*|rechnung\w*\s+(?:auf|in|per)\s+(?:papier|post)"
+     r"|factura\w*\s+(?:en\s+papel|impresa\w*|f[ií]sica\w*)|\bбумажн\w*|fatura\w*\s+(?:em\s+papel"
+     r"|impressa\w*|f[ií]sica\w*)|factures?\s+(?:papier|en\s+papier|par\s+courrier|par\s+la\s+poste)"
+     r"|fattur\w*\s+cartace\w*|faktur\w*\s+papierow\w*|papierow\w*\s+faktur\w*|papieren\s+factu\w*"
+     r"|factuur\s+op\s+papier|pappersfaktur\w*"),
+)
+# Cues: (regex, value, strong). value None: a "receive" verb, meaningful only when negated.
+PREFERENCE_CUES: tuple[tuple[str, str | None, bool], ...] = (
+    (r"\b(?:turn|switch|toggle|put|flip)(?:\s+(?!off\b|on\b)\S+){0,4}?\s+on\b", "on", True),
+    (r"\b(?:turn|switch|toggle|shut|flip)(?:\s+(?!off\b|on\b)\S+){0,4}?\s+off\b", "off", True),
+    (r"\b(?:on|an|ein)(?:\s+(?:please|pls|bitte))?\s*[.!]*\s*$", "on", True),
+    (r"\b(?:off|aus)(?:\s+(?:please|pls|bitte))?\s*[.!]*\s*$", "off", True),
+    (r"\b(?:enable|activate|re-?enable|reactivate|re-?subscribe|subscribe|opt[\s-]?in(?:to)?"
+     r"|sign\s+(?:me\s+)?(?:back\s+)?up|start|resume|switch\s+to|einschalten|anschalten"
+     r"|aktivieren|abonnieren|anmelden|activ[ae]r?|activen|habilit[ae]r?|suscrib\w*|suscr[ií]b\w*"
+     r"|encender|enciend\w*|ativ(?:ar|e|em|a)|ligar|ligue|assinar|inscrever|subscrever|activer|activez"
+     r"|r[ée]activer|abonner|abonnez|inscrire|attivare|attiva|attivate|iscriver\w*|iscrivimi"
+     r"|abilitare|aanzetten|inschakelen|activeren|aktivera|prenumerera|slå\s+på|sätt\s+på)\b",
+     "on", True),
+    (r"(?<![^\W\d_])(?:включ|подключ|активир|подпиш|возобнов|włącz|wlacz|zapisz|aktywuj|subskryb)"
+     r"\w*", "on", True),
+    (r"\b(?:disable|deactivate|stop\w*|unsubscribe\w*|opt(?:\s+me)?[\s-]?out|remove\s+me|take\s+me\s+off"
+     r"|cancel\w*|block|halt|cease|no\s+more|no\s+longer|enough|ausschalten|abschalten"
+     r"|deaktivieren|abbestellen|abmelden|stoppen|beenden|kündigen|desactiv\w*|cancel[ae]r?"
+     r"|dar(?:se|me)?\s+de\s+baja|d[eé]me\s+de\s+baja|detener|dejar\s+de|parar|para\s+de|apag\w*"
+     r"|desuscrib\w*|no\s+m[aá]s|ya\s+no|desativ\w*|deslig\w*|pare|chega\s+de|descadastr\w*"
+     r"|sair\s+d[ao]|d[ée]sactiv\w*|arr[eê]t\w*|d[ée]sabonn\w*|d[ée]sinscri\w*|ne\s+plus"
+     r"|plus\s+jamais|disattiv\w*|disiscriv\w*|annulla\w*|basta|smett\w*|rezygnuj\w*|zrezygnowa\w*"
+     r"|anuluj\w*|dezaktywuj\w*|uitzetten|uitschakelen|afmelden|uitschrijven|avaktivera"
+     r"|stäng\s+av|sluta|avsluta|avregistrera|avprenumerera)\b", "off", True),
+    (r"(?<![^\W\d_])(?:отключ|выключ|отпиш|прекрат|останов|убер|отмен|хватит|больше\s+не"
+     r"|wyłącz|wylacz|wypisz|wypisa)\w*", "off", True),
+    (r"\b(?:want\w*|would\s+like|'d\s+like|like\s+to|wish|prefer|please|send|resend|need"
+     r"|bitte|möchte|moechte|hätte\s+gern|senden|schicken|zusenden|quiero|quisiera"
+     r"|gustar[ií]a|env[ií]en\w*|enviar|mand[ae]n?|por\s+favor|prefiero|хочу|хотел\w*"
+     r"|присылайте|присылать|отправляйте|пожалуйста|quero|gostaria|envie|enviem|prefiro|veux"
+     r"|voudrais|souhaite|aimerais|envoyer|envoyez|s'il\s+vous\s+pla[iî]t|svp|pr[ée]f[eè]re"
+     r"|voglio|vorrei|inviare|inviate|mandate|per\s+favore|chc[eę]|chciał\w*|wysyła\w*"
+     r"|przysyła\w*|proszę|wil|graag|stuur|sturen|alstublieft|vill|skicka"
+     r"|keep(?!\s+(?:on\s+)?(?:getting|receiving))|gardez|garder|behalten|behalte|mantener"
+     r"|mantenga\w*|manter|mantenha|оставьте|оставить|mantenere|mantieni|zachowaj|zostaw"
+     r"|behouden|behåll)\b", "on", False),
+    (r"\b(?:receiv\w*|get|getting|recib\w*|receb\w*|recevoir|reçevoir|получ\w*|erhalten"
+     r"|bekommen|ricever\w*|otrzymywa\w*|dostawa\w*|ontvangen|krijgen|få|ta\s+emot)\b",
+     None, False),
+)
+NEGATORS = frozenset(fold(w) for w in (
+    "not", "never", "no", "dont", "doesnt", "wont", "cant", "nicht", "nie", "niemals", "kein",
+    "keine", "keinen", "keiner", "nunca", "jamás", "ningún", "ninguna", "не", "ни", "никогда",
+    "никаких", "não", "nao", "nem", "nenhum", "nenhuma", "ne", "n", "pas", "jamais", "aucun",
+    "aucune", "non", "mai", "nessun", "nessuna", "nigdy", "żadnych", "żadnego", "niet", "geen",
+    "nooit", "inte", "ej", "aldrig", "ingen", "inga", "instead", "statt", "anstatt", "вместо",
+    "zamiast", "invece", "lieu"))
+# Negations that sit right before the topic with no verb: "no promos", "keine Newsletter".
+NEGATIVE_DETERMINERS = frozenset(fold(w) for w in (
+    "no", "kein", "keine", "keinen", "keiner", "ningún", "ninguna", "ningunos", "никаких",
+    "нет", "без", "nenhum", "nenhuma", "aucun", "aucune", "nessun", "nessuna", "żadnych",
+    "żadnego", "geen", "inga", "ingen"))
+# "unsubscribe me" with no topic named means the marketing list.
+UNSUBSCRIBE = (r"\b(?:unsubscribe|opt(?:\s+me)?[\s-]?out|abbestellen|abmelden"
+               r"|dar(?:se|me)?\s+de\s+baja|desuscrib\w*|descadastr\w*|d[ée]sabonn\w*|d[ée]sinscri\w*|disiscriv\w*"
+               r"|afmelden|uitschrijven|avregistrera|avprenumerera)\b|(?<![^\W\d_])(?:отпиш|wypisz)\w*")
+LANGUAGE_KEYWORD = (r"language\w*|lang|locale|sprach\w*|idioma\w*|язык\w*|lingua|langue"
+                    r"|jezyk\w*|taal|sprak\w*")
+SWITCH_VERB = (r"(?:switch|chang|set|put|mak|use|updat|umstell|stell|ander|wechsel|einstell"
+               r"|cambi|pon|поменя|смен|измен|переключ|установ|постав|mud|alter|troc|pass|mett"
+               r"|impost|zmien|ustaw|przelacz|wijzig|verander|zet|andra|byt|stall)\w*")
+LANGUAGE_TARGET_PREPS = frozenset({"to", "into", "auf", "in", "a", "al", "на", "para", "en",
+                                   "na", "naar", "till", "au", "pa", "em"})
+LANGUAGE_SOURCE_PREPS = frozenset(fold(w) for w in (
+    "from", "von", "de", "del", "desde", "с", "со", "z", "ze", "van", "från", "da", "du",
+    "depuis", "not", "nicht", "no", "не", "nie", "não", "pas", "instead", "statt", "anstatt",
+    "dal", "dall", "do", "of"))
+# (name reported back, regex): settings customers ask for that the shop does not offer.
+UNSUPPORTED_SETTINGS: tuple[tuple[str, str], ...] = (
+    ("dark mode", r"dark[\s-]*(?:mode|theme)|night\s+mode|dunkl\w*\s+(?:modus|design|theme)"
+     r"|dunkelmodus|modo\s+oscuro|tema\s+oscuro|т[её]мн\w*\s+(?:тем|режим)\w*|ночн\w*\s+режим"
+     r"|modo\s+escuro|tema\s+escuro|mode\s+sombre|th[eè]me\s+sombre|mode\s+nuit|tema\s+scuro"
+     r"|modalit[aà]\s+scura|tryb\w*\s+ciemn\w*|ciemn\w*\s+motyw|donkere\s+modus|mörkt\s+läge"),
+    ("high-contrast mode", r"high[\s-]*contrast|hohe\w*\s+kontrast|kontrastmodus|alto\s+contraste"
+     r"|высок\w*\s+контраст\w*|contraste\s+[ée]lev[ée]|contrasto\s+elevato|wysoki\w*\s+kontrast\w*"
+     r"|hoog\s+contrast|hög\s+kontrast"),
+    ("two-factor authentication", r"two[\s-]*(?:factor|step)|\b2fa\b|\b2-?step|\bmfa\b"
+     r"|multi[\s-]*factor|zwei[\s-]*faktor\w*|2-faktor\w*|dos\s+factores|doble\s+factor"
+     r"|двухфактор\w*|двухэтап\w*|dois\s+fatores|deux\s+facteurs|double\s+authentification"
+     r"|due\s+fattori|dwuskładnikow\w*|dwuetapow\w*|tweestaps\w*|twee-?factor\w*|tvåfaktor\w*"
+     r"|tvåstegs\w*"),
+    ("font size", r"font[\s-]*size|text\s+size|(?:bigger|larger|smaller)\s+(?:font|text)"
+     r"|schriftgr(?:ö|oe|o)(?:ß|ss)e|tama[ñn]o\s+de\s+(?:la\s+)?(?:letra|fuente)"
+     r"|размер\w*\s+шрифт\w*|tamanho\s+d[ao]\s+(?:letra|fonte)|taille\s+de\s+(?:la\s+)?police"
+     r"|dimensione\s+del\s+carattere|rozmiar\w*\s+czcionki|lettergrootte|textstorlek"
+     r"|teckenstorlek"),
+    ("push notifications", r"push[\s-]*(?:notifications?|benachrichtigung\w*|уведомлен\w*"
+     r"|powiadomien\w*|meldingen|notiser)|notificaciones\s+push|notificações\s+push"
+     r"|notifications\s+push|пуш[\s-]*уведомлен\w*|notifiche\s+push|powiadomienia\s+push"),
+    ("WhatsApp notifications", r"whats\s?app|вотсап|ватсап"),
+    ("time zone", r"time[\s-]*zone|zeitzone|zona\s+horaria|часов\w*\s+пояс\w*|fuso\s+hor[aá]rio"
+     r"|fuseau\s+horaire|fuso\s+orario|stref\w*\s+czasow\w*|tijdzone|tidszon"),
+    ("currency", r"\bcurrency\b|\bw[äa]hrung\b|\bmoneda\b|\bвалют\w*|\bmoeda\b|\bdevise\b"
+     r"|\bvaluta\b|\bwalut\w*"),
+)

@@ -14,7 +14,10 @@ Steps, each recorded as an action with its observation:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
 from datetime import date
+from typing import Any
 
 from handlers.cases import Action
 from handlers.extract import Amount, find_order_ids, parse_amounts
@@ -29,7 +32,7 @@ SHOP_CURRENCIES = frozenset({None, "USD"})
 _REASON_CHARS = 200
 
 
-def _ask(code: str, summary: str, **artifacts: object) -> Observation:
+def _ask(code: str, summary: str, **artifacts: Any) -> Observation:
     return fail(code, summary, retry=False, stop=True,
                 next_actions=["ask_customer"], **artifacts)
 
@@ -72,7 +75,8 @@ class RefundHandler:
         if not order_ids and flow.has_held_refund:
             held = [r for r in self._refunds.for_case(flow.case_id) if r.status == "held"]
             if held:
-                return done(receipt_observation(held[-1]), status="awaiting_approval",
+                return done(receipt_observation(replace(held[-1], replayed=True)),
+                            status="awaiting_approval",
                             account_id=account.id, name="refunds.status")
         if not order_ids:
             return done(_ask("order_missing", "no order id in the message"),
@@ -94,6 +98,12 @@ class RefundHandler:
                              order_id=order_id, raw=requested.raw),
                         status="awaiting_customer", awaiting=True, account_id=account.id)
 
+        earlier = [r for r in self._refunds.for_case(flow.case_id)
+                   if r.order_id == order_id and r.account_id == account.id
+                   and (requested is None or r.amount_cents == requested.cents)]
+        if earlier:  # asked again on this case: the service replays its first receipt
+            return self._request(flow, order_id, account.id, earlier[-1].amount_cents, done)
+
         order = self._store.order(order_id)
         check = check_refund(
             order, order_id=order_id, account=account,
@@ -104,9 +114,13 @@ class RefundHandler:
             return done(check, account_id=account.id, name="policy.refund")
         actions.append(Action("policy.refund", check))
 
-        amount_cents = int(check.artifacts["amount_cents"])
+        return self._request(flow, order_id, account.id, int(check.artifacts["amount_cents"]),
+                             done)
+
+    def _request(self, flow: FlowInput, order_id: str, account_id: str, amount_cents: int,
+                 done: Callable[..., HandlerResult]) -> HandlerResult:
         result = retry_lost_responses(lambda: self._refunds.request(
-            case_id=flow.case_id, order_id=order_id, account_id=account.id,
+            case_id=flow.case_id, order_id=order_id, account_id=account_id,
             amount_cents=amount_cents, reason=" ".join(flow.text.split())[:_REASON_CHARS],
         ))
         if result.code == "refund_held":
@@ -116,4 +130,4 @@ class RefundHandler:
         else:
             status = "resolved"
         return done(result, status=status, awaiting=status == "awaiting_customer",
-                    account_id=account.id, name="refunds.request")
+                    account_id=account_id, name="refunds.request")

@@ -31,10 +31,10 @@ _NOTHING_REFUNDED = "Nothing has been refunded."
 
 TEMPLATES: dict[str, str] = {
     # identity
-    "identity_missing": "Please send me the e-mail address on your account so I can find "
-                        "it. I haven't changed anything yet.",
-    "unknown_email": "I couldn't find an account with the e-mail address {email}. Please "
-                     "check it and send it again; nothing has been changed.",
+    "identity_missing": "What is the e-mail address on your account? I need it to find your "
+                        "account; nothing has been changed yet.",
+    "unknown_email": "I couldn't find an account with the e-mail address {email}. Which "
+                     "e-mail address is on your account? Nothing has been changed.",
     "account_suspended": "Your account is suspended, so I can't make any changes to it "
                          "({what}). Nothing has been changed; our accounts team can help "
                          "you reinstate it.",

@@ -221,11 +221,14 @@ class SqlStore:
 
     def add_refund(self, order_id: str, amount_cents: int, reason: str, *,
                    today: date, conn: Connection | None = None) -> Refund:
-        values = {"order_id": order_id, "amount_cents": amount_cents,
-                  "reason": reason[:500], "created_on": today}
+        reason = reason[:500]
         with self._conn(conn) as c:
-            refund_id = c.execute(insert(refunds).values(**values)).inserted_primary_key[0]
-        return Refund(id=int(refund_id), **values)
+            key = c.execute(insert(refunds).values(
+                order_id=order_id, amount_cents=amount_cents, reason=reason, created_on=today,
+            )).inserted_primary_key
+        assert key is not None
+        return Refund(id=int(key[0]), order_id=order_id, amount_cents=amount_cents,
+                      reason=reason, created_on=today)
 
     def address(self, account_id: str, kind: AddressKind) -> Address | None:
         query = select(addresses).where(

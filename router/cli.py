@@ -118,3 +118,8 @@ def eval_command(
         typer.echo(json.dumps(metrics, indent=2))
     else:
         console.print(format_eval(metrics))
+
+
+from router.cli_data import register as _register_data_commands  # noqa: E402
+
+_register_data_commands(app)

@@ -16,6 +16,11 @@ A task file is JSONL, one task per line::
   loses its answer once; the task also fails if the fault never fired while a refund
   was expected.
 - `status` (optional): the case status after the last message, before any approval.
+- `route` (optional): the route each message should get (one string, or a list with one
+  entry per message). A failed task whose routes differ says "misrouted" in its reason.
+  With `route_hints=True` (tests of the handlers alone) each message also carries its
+  route as the request's form `kind`, so the code rules route it and the model is not
+  asked; the suites' real runs leave it off and route with the embedded model.
 - `expect` names the exact changes to the shop's business tables (accounts, addresses,
   orders, refunds, preferences): `refunds` = exactly these new rows (order id and
   amount); `addresses` = exactly these changed rows, compared accent-, case- and
@@ -50,6 +55,7 @@ from router.settings import Settings
 SUPERVISOR = "task-runner"
 _EXPECT_KEYS = frozenset({"refunds", "addresses", "preferences"})
 _STATUSES = frozenset({"resolved", "awaiting_customer", "awaiting_approval", "handed_off"})
+_ROUTES = frozenset({"refund", "account", "other", "clarify"})
 _ADDRESS_FIELDS = ("id", "line1", "city", "postal_code", "country")
 
 
@@ -62,6 +68,10 @@ class Task:
     expect: dict[str, Any] = field(default_factory=dict)
     status: str | None = None
     customer: str | None = None
+    routes: list[str | None] = field(default_factory=list)
+
+    def expected_route(self, index: int) -> str | None:
+        return self.routes[index] if index < len(self.routes) else None
 
 
 @dataclass(frozen=True)
@@ -107,9 +117,14 @@ def parse_task(raw: Mapping[str, Any], *, where: str) -> Task:
     if raw.get("status") not in (None, *_STATUSES):
         raise InvalidInput(f"{where}: status must be one of {sorted(_STATUSES)}",
                            code="invalid_task")
+    route = raw.get("route")
+    routes = [route] * len(messages) if isinstance(route, str) or route is None else route
+    if len(routes) != len(messages) or not set(routes) <= {None, *_ROUTES}:
+        raise InvalidInput(f"{where}: route must be one of {sorted(_ROUTES)} or a list of "
+                           "them, one per message", code="invalid_task")
     return Task(id=str(raw["id"]), messages=list(messages), approval=raw.get("approval"),
                 fault=raw.get("fault"), expect=expect, status=raw.get("status"),
-                customer=raw.get("customer"))
+                customer=raw.get("customer"), routes=list(routes))
 
 
 def load_tasks(path: Path) -> list[Task]:
@@ -155,6 +170,8 @@ def compare_store(expect: Mapping[str, Any], before: Mapping[str, list[dict]],
             if changed:
                 problems.append(f"{table} must not change, got {changed}")
             continue
+        got: Counter[tuple]
+        want: Counter[tuple]
         if table == "refunds":
             got = Counter((r.get("order_id"), r.get("amount_cents")) for r in changed)
             want = Counter((r["order_id"], r["amount_cents"]) for r in expect["refunds"])
@@ -184,20 +201,25 @@ def _error(response: Any) -> str:
         return f"{response.status_code} {response.text[:200]}"
 
 
-def _drive(client: TestClient, task: Task, result: dict[str, Any]) -> str | None:
+def _drive(client: TestClient, task: Task, result: dict[str, Any], *,
+           route_hints: bool) -> str | None:
     """Send the task's messages and the supervisor's decision; a failure reason or None."""
     case_id = None
-    for text in task.messages:
+    for index, text in enumerate(task.messages):
         body: dict[str, Any] = {"text": text}
         if case_id:
             body["case_id"] = case_id
         if task.customer:
             body["customer"] = task.customer
+        hint = task.expected_route(index)
+        if route_hints and hint in ("refund", "account", "other"):
+            body["kind"] = hint
         response = client.post("/v1/messages", json=body)
         if response.status_code != 200:
             return f"POST /v1/messages → {_error(response)}"
         out = response.json()
         case_id = out["case_id"]
+        result["routes"].append(out["route"])
         result.update(route=out["route"], status=out["status"], reply=out["reply"])
     if task.status and result["status"] != task.status:
         return f"status {result['status']!r}, expected {task.status!r}"
@@ -214,9 +236,17 @@ def _drive(client: TestClient, task: Task, result: dict[str, Any]) -> str | None
     return None
 
 
-def run_task(task: Task, *, settings: Settings) -> TaskResult:
-    result: dict[str, Any] = {"route": None, "status": None, "reply": None}
-    with tempfile.TemporaryDirectory(prefix=f"task-{task.id[:40]}-") as tmp:
+def _misrouted(task: Task, routes: list[str]) -> str | None:
+    wrong = [f"message {i + 1}: got {got}, expected {task.expected_route(i)}"
+             for i, got in enumerate(routes)
+             if task.expected_route(i) is not None and got != task.expected_route(i)]
+    return f"misrouted ({'; '.join(wrong)})" if wrong else None
+
+
+def run_task(task: Task, *, settings: Settings, route_hints: bool = False) -> TaskResult:
+    """Run one task on a fresh store through the HTTP app (see the module docstring)."""
+    result: dict[str, Any] = {"route": None, "status": None, "reply": None, "routes": []}
+    with tempfile.TemporaryDirectory(prefix="support-task-") as tmp:
         task_settings = settings.model_copy(update={
             "var_dir": Path(tmp), "database_url": f"sqlite:///{Path(tmp) / 'store.db'}",
         })
@@ -227,17 +257,22 @@ def run_task(task: Task, *, settings: Settings) -> TaskResult:
             faults = services.desk.refunds.faults
             if task.fault:
                 faults.arm(task.fault)
-            reason = _drive(client, task, result)
+            reason = _drive(client, task, result, route_hints=route_hints)
             if reason is None:
                 reason = compare_store(task.expect, before, snapshot(services.engine))
             if reason is None and task.fault and task.expect.get("refunds") \
                     and faults.take(task.fault):
                 reason = f"fault {task.fault} never fired"
+    routes = result.pop("routes")
+    if reason is not None and (misrouted := _misrouted(task, routes)):
+        reason = f"{misrouted}: {reason}"
     return TaskResult(id=task.id, passed=reason is None, reason=reason or "ok", **result)
 
 
-def run_suite(path: Path, *, settings: Settings) -> SuiteReport:
-    return SuiteReport([run_task(task, settings=settings) for task in load_tasks(path)])
+def run_suite(path: Path, *, settings: Settings, route_hints: bool = False) -> SuiteReport:
+    tasks = load_tasks(path)
+    return SuiteReport([run_task(t, settings=settings, route_hints=route_hints)
+                        for t in tasks])
 
 
 def format_result(result: TaskResult) -> str:

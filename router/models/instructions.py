@@ -37,7 +37,11 @@ _STEERING = re.compile(
     r"(?:instructions|rules|guidelines)"
     r"|\b(?:classify|categori[sz]e|label|tag|mark|route|forward|escalate|send|assign|direct)\s+"
     r"(?:this|it|the\s+(?:ticket|message|request))\b[^.\n]*\b(?:as|to|into|under)\b"
-    r"|\broute\s*[:=]\s*\w+|\bcategory\s*[:=]|\bintent\s*[:=]|\"(?:route|label|intent|category)\""
+    r"|\b(?:route|label|intent|category|queue|team)\s*[:=]|\"(?:route|label|intent|category)\""
+    r"|\bpretend\s+(?:you|to)\b|\bfile\s+(?:it|this)\s+under\b|\bignore\s+the\s+rules\b"
+    r"|\b(?:correct|right|true|real)\s+(?:label|route|category|queue)\b"
+    r"|\bthis\s+is\s+(?:definitely|clearly|obviously|really)\s+an?\s+\w+\s+(?:request|ticket|issue)"
+    r"|<<\s*/?\s*sys\s*>>|</?\s*sys\s*>|\brole\s*:\s*system\b"
     r"|\byou\s+are\s+(?:now\s+)?(?:a|an|the)?\s*\w*bot\b|\byou\s+are\s+now\b"
     r"|\bnew\s+instructions?\b|\bpriority\s+override\b|\bdebug\s+mode\b"
     r"|\b(?:clasific|categoriz|etiquet|encamin|enrut|dirig|reenv)\w*\s+(?:este|esta|esto|como|a\s+la)"
@@ -50,24 +54,54 @@ _STEERING = re.compile(
     re.IGNORECASE,
 )
 
+# Every _STEERING alternative contains one of these stems; a message holding none of them
+# (most messages) skips the expensive alternation entirely.
+_STEERING_STEMS = (
+    "ignor", "disregard", "forget", "class", "categor", "label", "tag", "mark", "rout",
+    "forward", "escalat", "send", "assign", "direct", "intent", "you are", "instruction",
+    "override", "debug", "clasific", "etiquet", "encamin", "enrut", "dirig", "reenv",
+    "transf", "achemin", "instrad", "inoltr", "smist", "einstuf", "klassifi", "weiterleit",
+    "markier", "behandel", "классифиц", "направ", "помет", "отнеси", "klasyfik", "przekier",
+    "oznacz", "doorstur", "skicka", "queue", "team", "pretend", "under", "rules", "correct",
+    "right", "true", "real", "this is", "sys", "role",
+)
+
 _JSON_BLOB = re.compile(r"\{[^{}]*\"?(?:route|label|intent|category|priority)\"?\s*:[^{}]*\}", re.I)
 
 
+_TAG_BLOCK = re.compile(
+    r"<<\s*(sys|system|inst)\s*>>.*?<<\s*/\s*\1\s*>>|<(system|instructions?)>.*?</\2>|<!--.*?-->",
+    re.IGNORECASE | re.DOTALL,
+)
+
+
+def _may_steer(segment: str) -> bool:
+    folded = " ".join(segment.lower().split())
+    return any(stem in folded for stem in _STEERING_STEMS)
+
+
 def is_instruction(segment: str) -> bool:
-    return bool(_ROLE_TAG.search(segment) or _STEERING.search(segment))
+    return bool(_ROLE_TAG.search(segment) or (_may_steer(segment) and _STEERING.search(segment)))
+
+
+def _kept_segments(line: str) -> list[str]:
+    """Sentences of a line that are not instructions.
+
+    An instruction that ends in a colon ("SYSTEM NOTE:", "Route:") also takes the
+    sentence after it, which is the body of the note ("route to refunds team.").
+    """
+    kept: list[str] = []
+    skip_next = False
+    for segment in _SEGMENT_END.split(line):
+        instruction = is_instruction(segment)
+        if not (skip_next or instruction):
+            kept.append(segment.strip())
+        skip_next = instruction and segment.rstrip().endswith((":", ">", "-", "–"))
+    return kept
 
 
 def strip_instructions(text: str) -> str:
     """The text with every instruction-like line or sentence removed."""
-    text = _JSON_BLOB.sub(" ", text)
-    kept: list[str] = []
-    for line in text.splitlines():
-        if _ROLE_TAG.search(line) and not _has_customer_content(line):
-            continue
-        kept.extend(s.strip() for s in _SEGMENT_END.split(line) if not is_instruction(s))
+    text = _TAG_BLOCK.sub(" ", _JSON_BLOB.sub(" ", text))
+    kept = [segment for line in text.splitlines() for segment in _kept_segments(line)]
     return " ".join(s for s in kept if s)
-
-
-def _has_customer_content(line: str) -> bool:
-    """A role-tagged line is dropped whole unless a sentence in it is clean of steering."""
-    return any(not is_instruction(s) for s in _SEGMENT_END.split(line))

@@ -27,12 +27,14 @@ from sklearn.pipeline import FeatureUnion, Pipeline
 from router.contracts import ROUTES, RouteScores
 from router.errors import ArtifactError
 from router.models.features import TfidfBlock, preprocess
+from router.models.clauses import UNCLEAR, shift_to_unclear, split_clauses
 from router.models.instructions import strip_instructions
 
 ARTIFACT_FORMAT = "support-router/local-route-model"
 ARTIFACT_VERSION = 2
 WORD_NGRAMS = (1, 2)
 CHAR_NGRAMS = (2, 5)
+TWO_REQUEST_GRID = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
 
 
 @dataclass(frozen=True)
@@ -90,18 +92,56 @@ def train_artifact(
     """Fit the pipeline on train rows and the temperature on held-out rows; return the artifact."""
     pipeline = build_pipeline(options)
     pipeline.fit([strip_instructions(t) for t in train_texts], _label_indices(train_labels))
-    held_out_logits = pipeline.decision_function([strip_instructions(t) for t in held_out_texts])
-    temperature = fit_temperature(held_out_logits, _label_indices(held_out_labels))
-    return artifact_from_pipeline(
+    held_out = [strip_instructions(t) for t in held_out_texts]
+    held_out_y = _label_indices(held_out_labels)
+    temperature = fit_temperature(pipeline.decision_function(held_out), held_out_y)
+    artifact = artifact_from_pipeline(
         pipeline,
         temperature=temperature,
         meta={
             "data_sha": data_sha,
             "n_train": len(train_texts),
-            "n_temperature": len(held_out_texts),
+            "n_held_out": len(held_out_texts),
             "options": options.__dict__,
         },
     )
+    artifact["two_request"] = _tune_two_request_detector(
+        LinearRouteScorer(artifact), held_out, held_out_y
+    )
+    return artifact
+
+
+def _tune_two_request_detector(
+    scorer: LinearRouteScorer, texts: Sequence[str], y: np.ndarray
+) -> dict | None:
+    """The clause confidence that most improves held-out accuracy, or None if none does."""
+    base = scorer.probabilities_batch(texts)
+    clauses = _clause_probabilities(scorer, texts)
+    best_accuracy, best = float(np.mean(base.argmax(axis=1) == y)), None
+    for min_confidence in TWO_REQUEST_GRID:
+        detected = _detect_two_requests(base, clauses, min_confidence)
+        accuracy = float(np.mean(detected.argmax(axis=1) == y))
+        if accuracy > best_accuracy:
+            best_accuracy, best = accuracy, {"min_confidence": min_confidence}
+    return best
+
+
+def _clause_probabilities(scorer: LinearRouteScorer, texts: Sequence[str]) -> list[np.ndarray]:
+    """Per text, one probability row per clause — all clauses scored in one batch."""
+    per_text = [split_clauses(text) for text in texts]
+    flat = [clause for clauses in per_text for clause in clauses]
+    scored = scorer.probabilities_batch(flat) if flat else np.zeros((0, len(ROUTES)))
+    bounds = np.cumsum([0] + [len(clauses) for clauses in per_text])
+    return [scored[start:end] for start, end in zip(bounds[:-1], bounds[1:], strict=True)]
+
+
+def _detect_two_requests(
+    probabilities: np.ndarray, clauses: list[np.ndarray], min_confidence: float
+) -> np.ndarray:
+    return np.array([
+        shift_to_unclear(row, clause_rows, min_confidence=min_confidence)
+        for row, clause_rows in zip(probabilities, clauses, strict=True)
+    ])
 
 
 def artifact_from_pipeline(pipeline: Pipeline, *, temperature: float, meta: dict) -> dict:
@@ -216,10 +256,12 @@ def load_artifact(path: Path) -> tuple[dict, str]:
 
 
 class LocalRouteModel:
-    """The embedded default backend: strip instructions, then score with the linear model."""
+    """The embedded default backend: strip instructions, score, then look for two requests."""
 
     def __init__(self, artifact: dict, artifact_sha: str) -> None:
         self._scorer = LinearRouteScorer(artifact)
+        detector = artifact.get("two_request")
+        self._two_request_confidence = detector["min_confidence"] if detector else None
         self.artifact_sha = artifact_sha
         self._name = f"local-tfidf-lr@{artifact_sha[:12]}"
 
@@ -233,12 +275,27 @@ class LocalRouteModel:
         return self._name
 
     def score(self, text: str) -> RouteScores:
-        probabilities = self._scorer.probabilities(strip_instructions(text))
-        return RouteScores.from_probabilities(self._name, dict(zip(ROUTES, probabilities)))
+        """One message on the fast path (no sparse-matrix set-up)."""
+        stripped = strip_instructions(text)
+        probabilities = self._scorer.probabilities(stripped)
+        if self._two_request_confidence is not None and probabilities.argmax() != UNCLEAR:
+            clauses = split_clauses(stripped)
+            if len(clauses) >= 2:
+                clause_rows = np.array([self._scorer.probabilities(c) for c in clauses])
+                probabilities = shift_to_unclear(
+                    probabilities, clause_rows, min_confidence=self._two_request_confidence
+                )
+        return self._to_scores(probabilities)
 
     def score_batch(self, texts: Sequence[str]) -> list[RouteScores]:
         stripped = [strip_instructions(text) for text in texts]
-        return [
-            RouteScores.from_probabilities(self._name, dict(zip(ROUTES, row)))
-            for row in self._scorer.probabilities_batch(stripped)
-        ]
+        probabilities = self._scorer.probabilities_batch(stripped)
+        if self._two_request_confidence is not None:
+            clauses = _clause_probabilities(self._scorer, stripped)
+            probabilities = _detect_two_requests(
+                probabilities, clauses, self._two_request_confidence
+            )
+        return [self._to_scores(row) for row in probabilities]
+
+    def _to_scores(self, probabilities: np.ndarray) -> RouteScores:
+        return RouteScores.from_probabilities(self._name, dict(zip(ROUTES, probabilities, strict=True)))

@@ -2,14 +2,23 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from sklearn.metrics import accuracy_score, f1_score
+from sklearn.calibration import calibration_curve
+from sklearn.metrics import accuracy_score, brier_score_loss, f1_score, log_loss
 
 from calibration.evaluation import evaluate
 from calibration.metrics import (
+    CalibrationStats,
+    bootstrap_calibration,
+    bootstrap_routing,
+    brier_loss,
+    calibration_summary,
     classification_summary,
+    classwise_calibration_error,
     expected_calibration_error,
+    negative_log_likelihood,
     outcomes,
     routed_mask,
+    routing_rates,
     routing_summary,
 )
 from router.contracts import Policy, PolicyModel, RouteScores
@@ -28,7 +37,8 @@ def test_routed_mask_and_outcomes_by_hand() -> None:
 
 
 def test_routing_summary_by_hand() -> None:
-    summary = routing_summary(LABELS, outcomes(LABELS, CHOICES, routed_mask(CHOICES, CONFIDENCES, 0.5)))
+    routed = routed_mask(CHOICES, CONFIDENCES, 0.5)
+    summary = routing_summary(LABELS, outcomes(LABELS, CHOICES, routed))
     assert summary["routed"] == 4
     assert summary["misroute_rate_routed"] == pytest.approx(2 / 4)
     assert summary["misroute_rate"] == pytest.approx(2 / 6)
@@ -72,3 +82,106 @@ def test_evaluate_applies_the_policy() -> None:
     assert (result["correct"], result["misroute"], result["clarify_unneeded"]) == (1, 1, 1)
     assert result["accuracy"] == pytest.approx(2 / 3)
     assert result["policy_version"] == "v"
+
+
+# --- calibration figures and bootstrap intervals -------------------------------------
+
+def _random_predictions(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    probabilities = rng.dirichlet([3.0, 1.0, 1.0, 1.0], size=n)
+    return rng.integers(0, 4, size=n), probabilities
+
+
+def test_equal_mass_ece_by_hand() -> None:
+    # four rows, two equal-mass bins: {0.6, 0.7} and {0.8, 0.9}
+    probabilities = np.array([[0.6, 0.4], [0.7, 0.3], [0.8, 0.2], [0.9, 0.1]])
+    y_true = np.array([0, 1, 0, 0])
+    expected = (2 * abs(0.5 - 0.65) + 2 * abs(1.0 - 0.85)) / 4
+    assert expected_calibration_error(y_true, probabilities, n_bins=2, strategy="quantile") == (
+        pytest.approx(expected)
+    )
+
+
+def test_classwise_ece_by_hand() -> None:
+    probabilities = np.array([[0.8, 0.2], [0.3, 0.7]])
+    y_true = np.array([0, 0])
+    # class 0: bins 0.8 (hit) and 0.3 (hit) -> (|1-0.8| + |1-0.3|)/2 = 0.45
+    # class 1: bins 0.2 (miss) and 0.7 (miss) -> (0.2 + 0.7)/2 = 0.45
+    assert classwise_calibration_error(y_true, probabilities, n_bins=10) == pytest.approx(0.45)
+
+
+def test_brier_and_nll_match_scikit_learn() -> None:
+    y_true, probabilities = _random_predictions(500)
+    assert brier_loss(y_true, probabilities) == pytest.approx(
+        brier_score_loss(y_true, probabilities, labels=[0, 1, 2, 3], scale_by_half=False)
+    )
+    assert negative_log_likelihood(y_true, probabilities) == pytest.approx(
+        log_loss(y_true, probabilities, labels=[0, 1, 2, 3])
+    )
+    # by hand for one row: p_true = 0.5 of [0.5, 0.25, 0.25, 0]
+    one = np.array([[0.5, 0.25, 0.25, 0.0]])
+    assert brier_loss(np.array([0]), one) == pytest.approx(0.25 + 0.0625 * 2)
+    assert negative_log_likelihood(np.array([0]), one) == pytest.approx(np.log(2))
+
+
+def test_top_label_ece_matches_scikit_learn_calibration_curve_in_binary_case() -> None:
+    rng = np.random.default_rng(3)
+    p1 = rng.uniform(0.5, 1.0, size=2000)  # top label is always class 1
+    y = (rng.uniform(size=2000) < p1**1.5).astype(int)
+    probabilities = np.column_stack([1 - p1, p1])
+    prob_true, prob_pred = calibration_curve(y, p1, n_bins=15, strategy="uniform")
+    counts = np.histogram(p1, bins=np.linspace(0, 1, 16))[0]
+    expected = np.sum(counts[counts > 0] * np.abs(prob_true - prob_pred)) / len(y)
+    assert expected_calibration_error(y, probabilities, n_bins=15) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("n", [7, 300])
+def test_weighted_summary_equals_the_resampled_rows(n: int) -> None:
+    y_true, probabilities = _random_predictions(n, seed=n)
+    stats = CalibrationStats(y_true, probabilities)
+    assert stats.summary() == pytest.approx(calibration_summary(y_true, probabilities))
+    rng = np.random.default_rng(1)
+    for _ in range(5):
+        index = rng.integers(0, n, size=n)
+        weights = np.bincount(index, minlength=n)
+        resampled = calibration_summary(y_true[index], probabilities[index])
+        assert stats.summary(weights) == pytest.approx(resampled, abs=1e-12)
+
+
+def test_bootstrap_calibration_is_the_plain_row_bootstrap() -> None:
+    y_true, probabilities = _random_predictions(120, seed=5)
+    result = bootstrap_calibration(y_true, probabilities, n_boot=200, seed=9)
+    rng = np.random.default_rng(9)
+    draws = []
+    for _ in range(200):
+        index = rng.integers(0, 120, size=120)
+        draws.append(calibration_summary(y_true[index], probabilities[index])["nll"])
+    assert result["nll"]["value"] == pytest.approx(negative_log_likelihood(y_true, probabilities))
+    assert result["nll"]["ci95"] == pytest.approx(list(np.percentile(draws, [2.5, 97.5])))
+
+
+def test_bootstrap_routing_agrees_with_resampling_rows() -> None:
+    rng = np.random.default_rng(2)
+    labels = rng.choice(["refund", "account", "other", "unclear"], size=400)
+    choices = np.where(rng.uniform(size=400) < 0.8, labels, "refund")
+    routed = routed_mask(choices, rng.uniform(size=400), 0.3)
+    outcome = outcomes(labels, choices, routed)
+    result = bootstrap_routing(labels, outcome, n_boot=4000, seed=0)
+    summary = routing_summary(labels, outcome)
+    plain = []
+    for _ in range(4000):
+        index = rng.integers(0, 400, size=400)
+        plain.append(routing_summary(labels[index], outcome[index])["misroute_rate_routed"])
+    low, high = np.percentile(plain, [2.5, 97.5])
+    interval = result["misroute_rate_routed"]
+    assert interval["value"] == pytest.approx(summary["misroute_rate_routed"])
+    assert interval["ci95"] == pytest.approx([low, high], abs=0.01)
+
+
+def test_routing_rates_from_cell_counts_by_hand() -> None:
+    # correct 3, misroute (clear) 1, misroute (unclear) 1, clarify needed 2, unneeded 3
+    rates = routing_rates(np.array([3, 1, 1, 2, 3]))
+    assert rates["misroute_rate_routed"] == pytest.approx(2 / 5)
+    assert rates["coverage"] == pytest.approx(4 / 7)
+    assert rates["clarify_rate"] == pytest.approx(5 / 10)
+    assert rates["unclear_recall"] == pytest.approx(2 / 3)

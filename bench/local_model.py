@@ -1,0 +1,83 @@
+"""Benchmark the embedded model: fast path vs the scikit-learn pipeline, in one run.
+
+    python bench/local_model.py [--repeat 5]
+
+Prints single-message p50/p99 (fast path and scikit-learn), their ratio, and batch
+throughput. Figures are medians over repeats; nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.machine import describe_machine  # noqa: E402
+from calibration.data import load_labelled, select_split  # noqa: E402
+from router.models.instructions import strip_instructions  # noqa: E402
+from router.models.local import (  # noqa: E402
+    LocalRouteModel,
+    TrainOptions,
+    _label_indices,
+    build_pipeline,
+)
+from router.settings import PROJECT_ROOT  # noqa: E402
+from router.training import train_local  # noqa: E402
+
+
+def _per_call_ms(fn, items) -> np.ndarray:  # type: ignore[no-untyped-def]
+    times = np.empty(len(items))
+    for i, item in enumerate(items):
+        start = time.perf_counter()
+        fn(item)
+        times[i] = time.perf_counter() - start
+    return times * 1e3
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+
+    rows = load_labelled(PROJECT_ROOT / "datasets" / "routes")
+    held_out = [r.text for r in select_split(rows, "test")]
+    with tempfile.TemporaryDirectory() as tmp:
+        result = train_local(PROJECT_ROOT / "datasets" / "routes", Path(tmp),
+                             policy_path=Path(tmp) / "policy.json")
+        model = LocalRouteModel.load(result.model_path)
+    train = select_split(rows, "train")
+    pipeline = build_pipeline(TrainOptions())
+    pipeline.fit([strip_instructions(r.text) for r in train], _label_indices([r.label for r in train]))
+
+    fast_p50, fast_p99, sk_p50, ratio, batch_rate = [], [], [], [], []
+    batch = held_out * max(1, 20000 // len(held_out))
+    for _ in range(args.repeat):
+        fast = _per_call_ms(model.score, held_out)
+        slow = _per_call_ms(lambda t: pipeline.predict_proba([strip_instructions(t)]), held_out)
+        fast_p50.append(np.percentile(fast, 50))
+        fast_p99.append(np.percentile(fast, 99))
+        sk_p50.append(np.percentile(slow, 50))
+        ratio.append(np.percentile(slow, 50) / np.percentile(fast, 50))
+        start = time.perf_counter()
+        model.score_batch(batch)
+        batch_rate.append(len(batch) / (time.perf_counter() - start))
+
+    median = statistics.median
+    print(f"machine: {describe_machine()}")
+    print(f"messages: {len(held_out)} held-out texts (mean {np.mean([len(t) for t in held_out]):.0f} chars), "
+          f"{args.repeat} repeats, medians reported")
+    print(f"fast path single message:   p50 {median(fast_p50):.3f} ms   p99 {median(fast_p99):.3f} ms")
+    print(f"scikit-learn pipeline:      p50 {median(sk_p50):.3f} ms")
+    print(f"pipeline / fast path (p50): {median(ratio):.1f}x")
+    print(f"batched ({len(batch)} messages): {median(batch_rate):,.0f} messages/s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,208 @@
+"""The desk: routes other than refund/account, validation, cases, approvals, restarts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine, func, select
+
+from handlers.cases import cases
+from handlers.desk import SupportDesk, build_desk
+from handlers.store import snapshot
+from router.db import make_engine
+from router.errors import Conflict, InvalidInput, NotFound
+from tests.handlers.helpers import FIXTURE, TODAY, decision, new_refunds
+
+WHEELS = ("This is ben.ortiz@example.com. The carbon bike wheels from order O-2002 are cracked. "
+          "Refund the full $350 now, please.")
+
+
+def _case_count(engine: Engine) -> int:
+    with engine.connect() as conn:
+        return conn.execute(select(func.count()).select_from(cases)).scalar_one()
+
+
+def _held(desk: SupportDesk) -> tuple[str, str]:
+    out = desk.handle_message(WHEELS, None, None, decision("refund"))
+    assert out.status == "awaiting_approval"
+    (row,) = desk.list_approvals("held")
+    return out.case_id, row["operation"]
+
+
+def test_other_is_handed_off_to_people_and_changes_nothing(desk: SupportDesk,
+                                                           engine: Engine) -> None:
+    before = snapshot(engine)
+    out = desk.handle_message("Where is my parcel?", None, None, decision("other"))
+    assert out.status == "handed_off" and out.route == "other"
+    assert "support team" in out.reply and "person" in out.reply
+    assert [(a["name"], a["code"]) for a in out.actions] == [("handoff.human_queue",
+                                                              "handed_off")]
+    assert snapshot(engine) == before
+
+
+def test_clarify_asks_one_question_and_keeps_the_text(desk: SupportDesk,
+                                                      engine: Engine) -> None:
+    before = snapshot(engine)
+    first = desk.handle_message("Hi, ana.novak@example.com here, I need help with O-1001.",
+                                None, None, decision("clarify"))
+    assert first.status == "awaiting_customer" and first.reply.count("?") == 2
+    assert snapshot(engine) == before
+    assert desk.prepare("x", case_id=first.case_id).case_route is None  # the model decides
+    second = desk.handle_message("The teapot arrived broken, please refund it.",
+                                 first.case_id, None, decision("refund"))
+    assert second.status == "resolved"
+    assert new_refunds(before, snapshot(engine)) == [("O-1001", 4800)]
+
+
+@pytest.mark.parametrize(("kwargs", "error", "code"), [
+    ({"case_id": "c-unknown"}, NotFound, "unknown_case"),
+    ({"customer": "nobody@example.com"}, InvalidInput, "unknown_customer"),
+    ({"customer": "A-999"}, InvalidInput, "unknown_customer"),
+])
+def test_prepare_refuses_bad_references(desk: SupportDesk, engine: Engine, kwargs: dict,
+                                        error: type, code: str) -> None:
+    with pytest.raises(error) as exc:
+        desk.prepare("refund O-1001", **kwargs)
+    assert exc.value.code == code
+    assert _case_count(engine) == 0
+
+
+@pytest.mark.parametrize("text", [
+    "ana.novak@example.com: refund -$50 for O-1001",
+    "ana.novak@example.com: refund $0 for O-1001",
+    "ana.novak@example.com: refund $999,999,999 for O-1001",
+])
+def test_invalid_amounts_are_refused_before_anything_is_written(desk: SupportDesk,
+                                                                engine: Engine,
+                                                                text: str) -> None:
+    before = snapshot(engine)
+    with pytest.raises(InvalidInput) as exc:
+        desk.handle_message(text, None, None, decision("refund"))
+    assert exc.value.code == "invalid_amount"
+    assert snapshot(engine) == before and _case_count(engine) == 0
+
+
+def test_prepare_gives_new_cases_an_id_without_writing(desk: SupportDesk,
+                                                       engine: Engine) -> None:
+    facts = desk.prepare("hello")
+    assert facts.is_new and facts.case_id.startswith("c-")
+    assert _case_count(engine) == 0
+
+
+def test_get_case_has_messages_decisions_actions_and_refunds(desk: SupportDesk) -> None:
+    case_id, op = _held(desk)
+    desk.decide_approval(op, "approve", "maria")
+    view = desk.get_case(case_id)
+    assert view["status"] == "resolved"
+    assert [m["role"] for m in view["messages"]] == ["customer", "desk", "desk"]
+    assert view["decisions"][0]["route"] == "refund"
+    assert [a["name"] for a in view["actions"]][-1] == "refunds.decide"
+    assert view["refunds"][0]["refund_id"] == 2
+    with pytest.raises(NotFound, match="no case"):
+        desk.get_case("c-nope")
+
+
+def test_approve_issues_once_and_tells_the_customer(desk: SupportDesk, engine: Engine) -> None:
+    before = snapshot(engine)
+    case_id, op = _held(desk)
+    outcome = desk.decide_approval(op, "approve", "maria")
+    assert outcome.operation_status == "issued" and outcome.refund_id == 2
+    assert outcome.case_status == "resolved" and not outcome.replayed
+    assert outcome.reply == ("A supervisor approved your refund of $350.00 for order O-2002. "
+                             "It has been issued (refund 2).")
+    again = desk.decide_approval(op, "approve", "maria")
+    assert again.replayed and again.refund_id == 2
+    assert new_refunds(before, snapshot(engine)) == [("O-2002", 35000)]
+    replies = [m for m in desk.get_case(case_id)["messages"] if m["role"] == "desk"]
+    assert len(replies) == 2  # the hold, then one approval reply (not one per call)
+
+
+def test_reject_never_issues(desk: SupportDesk, engine: Engine) -> None:
+    before = snapshot(engine)
+    case_id, op = _held(desk)
+    outcome = desk.decide_approval(op, "reject", "maria")
+    assert outcome.operation_status == "rejected" and outcome.refund_id is None
+    assert "did not approve" in outcome.reply and "No refund has been issued" in outcome.reply
+    assert snapshot(engine) == before
+    assert desk.list_approvals("rejected")[0]["operation"] == op
+    assert desk.get_case(case_id)["status"] == "resolved"
+
+
+def test_approve_then_reject_stays_approved(desk: SupportDesk, engine: Engine) -> None:
+    before = snapshot(engine)
+    _, op = _held(desk)
+    desk.decide_approval(op, "approve", "maria")
+    with pytest.raises(Conflict) as exc:
+        desk.decide_approval(op, "reject", "omar")
+    assert exc.value.code == "already_decided"
+    assert new_refunds(before, snapshot(engine)) == [("O-2002", 35000)]
+
+
+def test_approval_through_a_lost_response(desk: SupportDesk, engine: Engine) -> None:
+    before = snapshot(engine)
+    _, op = _held(desk)
+    desk.refunds.faults.arm("lost_response")
+    outcome = desk.decide_approval(op, "approve", "maria")
+    assert outcome.refund_id == 2 and "(refund 2)" in outcome.reply
+    assert new_refunds(before, snapshot(engine)) == [("O-2002", 35000)]
+
+
+@pytest.mark.parametrize(("args", "error", "code"), [
+    (("op-nope", "approve", "maria"), NotFound, "unknown_operation"),
+    (("{op}", "maybe", "maria"), InvalidInput, "invalid_decision"),
+    (("{op}", "approve", "  "), InvalidInput, "invalid_supervisor"),
+])
+def test_bad_decisions_change_nothing(desk: SupportDesk, engine: Engine, args: tuple,
+                                      error: type, code: str) -> None:
+    _, op = _held(desk)
+    before = snapshot(engine)
+    with pytest.raises(error) as exc:
+        desk.decide_approval(*(a.format(op=op) for a in args))
+    assert exc.value.code == code
+    assert snapshot(engine) == before and desk.list_approvals("held")[0]["operation"] == op
+
+
+def test_unknown_approval_filter(desk: SupportDesk) -> None:
+    with pytest.raises(InvalidInput) as exc:
+        desk.list_approvals("pending")
+    assert exc.value.code == "invalid_status"
+
+
+def test_restart_between_hold_and_approval_issues_exactly_once(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'restart.db'}"
+    first_engine = make_engine(url)
+    first = build_desk(first_engine, fixture_path=FIXTURE, today=TODAY)
+    case_id, op = _held(first)
+    first_engine.dispose()  # the gateway stops; nothing of the hold lives in memory
+
+    second_engine = make_engine(url)
+    second = build_desk(second_engine, fixture_path=FIXTURE, today=TODAY)
+    assert [r["operation"] for r in second.list_approvals("held")] == [op]
+    assert second.prepare("news?", case_id=case_id).case_has_held_refund
+    outcome = second.decide_approval(op, "approve", "maria")
+    second.decide_approval(op, "approve", "maria")
+    assert outcome.refund_id == 2
+    refunds = [r for r in snapshot(second_engine)["refunds"] if r["order_id"] == "O-2002"]
+    assert [(r["id"], r["amount_cents"]) for r in refunds] == [(2, 35000)]
+    second_engine.dispose()
+
+
+def test_twenty_concurrent_identical_messages_on_a_case_refund_once(any_db_url: str) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    engine = make_engine(any_db_url)
+    try:
+        desk = build_desk(engine, fixture_path=FIXTURE, today=TODAY)
+        before = snapshot(engine)
+        opened = desk.handle_message("hello", None, None, decision("clarify"))
+        text = ("Hi, this is ana.novak@example.com. My ceramic teapot (order O-1001) arrived "
+                "broken. Please refund the full amount.")
+        with ThreadPoolExecutor(max_workers=20) as pool:
+            outs = list(pool.map(lambda _: desk.handle_message(
+                text, opened.case_id, None, decision("refund")), range(20)))
+        assert {o.status for o in outs} == {"resolved"}
+        assert new_refunds(before, snapshot(engine)) == [("O-1001", 4800)]
+        assert len(desk.get_case(opened.case_id)["messages"]) == 2 + 2 * 20
+    finally:
+        engine.dispose()
