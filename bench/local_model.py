@@ -21,12 +21,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.machine import describe_machine  # noqa: E402
 from calibration.data import load_labelled, select_split  # noqa: E402
-from router.models.instructions import strip_instructions  # noqa: E402
 from router.models.local import (  # noqa: E402
     LocalRouteModel,
     TrainOptions,
-    _label_indices,
+    label_indices,
     build_pipeline,
+    prepare_text,  # noqa: E402
 )
 from router.settings import PROJECT_ROOT  # noqa: E402
 from router.training import train_local  # noqa: E402
@@ -49,18 +49,21 @@ def main() -> None:
     rows = load_labelled(PROJECT_ROOT / "datasets" / "routes")
     held_out = [r.text for r in select_split(rows, "test")]
     with tempfile.TemporaryDirectory() as tmp:
-        result = train_local(PROJECT_ROOT / "datasets" / "routes", Path(tmp),
-                             policy_path=Path(tmp) / "policy.json")
+        result = train_local(
+            PROJECT_ROOT / "datasets" / "routes", Path(tmp), policy_path=Path(tmp) / "policy.json"
+        )
         model = LocalRouteModel.load(result.model_path)
     train = select_split(rows, "train")
     pipeline = build_pipeline(TrainOptions())
-    pipeline.fit([strip_instructions(r.text) for r in train], _label_indices([r.label for r in train]))
+    pipeline.fit(
+        [prepare_text(r.text) for r in train], label_indices([r.label for r in train])
+    )
 
     fast_p50, fast_p99, sk_p50, ratio, batch_rate = [], [], [], [], []
     batch = held_out * max(1, 20000 // len(held_out))
     for _ in range(args.repeat):
         fast = _per_call_ms(model.score, held_out)
-        slow = _per_call_ms(lambda t: pipeline.predict_proba([strip_instructions(t)]), held_out)
+        slow = _per_call_ms(lambda t: pipeline.predict_proba([prepare_text(t)]), held_out)
         fast_p50.append(np.percentile(fast, 50))
         fast_p99.append(np.percentile(fast, 99))
         sk_p50.append(np.percentile(slow, 50))
@@ -71,9 +74,14 @@ def main() -> None:
 
     median = statistics.median
     print(f"machine: {describe_machine()}")
-    print(f"messages: {len(held_out)} held-out texts (mean {np.mean([len(t) for t in held_out]):.0f} chars), "
-          f"{args.repeat} repeats, medians reported")
-    print(f"fast path single message:   p50 {median(fast_p50):.3f} ms   p99 {median(fast_p99):.3f} ms")
+    print(
+        f"messages: {len(held_out)} held-out texts "
+        f"(mean {np.mean([len(t) for t in held_out]):.0f} chars), "
+        f"{args.repeat} repeats, medians reported"
+    )
+    print(
+        f"fast path single message:   p50 {median(fast_p50):.3f} ms   p99 {median(fast_p99):.3f} ms"
+    )
     print(f"scikit-learn pipeline:      p50 {median(sk_p50):.3f} ms")
     print(f"pipeline / fast path (p50): {median(ratio):.1f}x")
     print(f"batched ({len(batch)} messages): {median(batch_rate):,.0f} messages/s")

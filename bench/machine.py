@@ -10,7 +10,9 @@ def describe_machine() -> str:
     cpu = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            names = [line.split(":", 1)[1].strip() for line in handle if line.startswith("model name")]
+            names = [
+                line.split(":", 1)[1].strip() for line in handle if line.startswith("model name")
+            ]
         cpu = names[0] if names else cpu
     except OSError:
         pass

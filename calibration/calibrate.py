@@ -14,6 +14,7 @@ from datetime import datetime
 
 import numpy as np
 
+from calibration.bootstrap import bootstrap_calibration, bootstrap_routing
 from calibration.certify import (
     PER_ROUTE,
     Certification,
@@ -22,10 +23,9 @@ from calibration.certify import (
     certify_threshold,
     clopper_pearson_upper,
     rows_needed,
+    walk_start_count,
 )
 from calibration.metrics import (
-    bootstrap_calibration,
-    bootstrap_routing,
     calibration_summary,
     outcomes,
     routed_mask,
@@ -144,13 +144,18 @@ def calibrate(
 
 def _certify(labels: np.ndarray, choices: np.ndarray, confidences: np.ndarray,
              margins: np.ndarray, options: CalibrateOptions) -> dict[str, Certification]:
-    common = dict(alpha=options.alpha, delta=options.delta, margins=margins,
-                  min_margin=options.min_margin, cost_misroute=options.cost_misroute,
-                  cost_clarify=options.cost_clarify)
     if options.per_route:
-        results = certify_per_route(labels, choices, confidences, **common)
+        results = certify_per_route(
+            labels, choices, confidences, alpha=options.alpha, delta=options.delta,
+            margins=margins, min_margin=options.min_margin,
+            cost_misroute=options.cost_misroute, cost_clarify=options.cost_clarify,
+        )
     else:
-        results = {"all": certify_threshold(labels, choices, confidences, **common)}
+        results = {"all": certify_threshold(
+            labels, choices, confidences, alpha=options.alpha, delta=options.delta,
+            margins=margins, min_margin=options.min_margin,
+            cost_misroute=options.cost_misroute, cost_clarify=options.cost_clarify,
+        )}
     if not any(c.certified for c in results.values()):
         raise CalibrationError(format_not_certified(results, len(labels)),
                                code="no_certified_threshold")
@@ -160,36 +165,49 @@ def _certify(labels: np.ndarray, choices: np.ndarray, confidences: np.ndarray,
 def format_not_certified(results: dict[str, Certification], n_certify: int) -> str:
     """A plain explanation of why nothing was certified, and how many rows would help."""
     first = next(iter(results.values()))
+    delta = sum(c.delta for c in results.values())
+    split = "" if len(results) == 1 else f", split {len(results)} ways by route"
     head = (f"no threshold certifies a misroute rate <= {first.alpha:g} at delta "
-            f"{first.delta:g} on {n_certify} certify rows")
+            f"{delta:g}{split} on {n_certify} certify rows")
     lines = [head]
     for name, cert in results.items():
-        need: RowsNeeded | None = rows_needed(cert.curve, alpha=cert.alpha, delta=cert.delta)
         scope = "" if name == "all" else f"route {name}: "
-        if need is None:
-            lines.append(f"{scope}the observed misroute rate is at least {cert.alpha:g} at every "
-                         "threshold; more rows will not help — improve the model or raise alpha")
-        else:
+        stop = cert.stopped_at
+        if stop is not None:
+            lines.append(
+                f"{scope}the walk ended at threshold {cert.curve.thresholds[stop]:.2f}: "
+                f"{cert.curve.misroutes[stop]} misroutes of {cert.curve.routed[stop]} routed "
+                f"(p = {cert.p_values[stop]:.3g} > delta)")
+        elif not cert.tested.any():
+            start = walk_start_count(cert.alpha, cert.delta)
+            lines.append(f"{scope}no threshold routes the {start} certify rows a test needs")
+        need: RowsNeeded | None = rows_needed(cert.curve, alpha=cert.alpha, delta=cert.delta,
+                                              n_certify=n_certify)
+        if need is not None:
             lines.append(
                 f"{scope}at threshold {need.threshold:.2f} the observed rate is "
                 f"{need.observed_rate:.4f}; about {need.more_certify_rows:,} more labelled "
                 f"certify rows ({need.certify_rows_needed:,} in all) would certify it if "
                 "that rate holds"
             )
+        elif np.all(cert.curve.misroute_rate_routed[cert.curve.routed > 0] >= cert.alpha):
+            lines.append(f"{scope}the observed misroute rate is at least {cert.alpha:g} at every "
+                         "threshold; more rows will not help — improve the model or raise alpha")
     return "; ".join(lines)
 
 
 def _policy(certifications: dict[str, Certification], calibrator: Calibrator, model: PolicyModel,
             parts: PartIndex, options: CalibrateOptions, now: datetime,
             labels_sha: str | None) -> Policy:
+    per_route: dict[str, float] | None
     if options.per_route:
-        per_route = {r: (c.threshold if c.certified else NEVER_ROUTE)
+        per_route = {r: (c.threshold if c.threshold is not None else NEVER_ROUTE)
                      for r, c in certifications.items()}
         threshold = max(t for t in per_route.values() if t <= 1.0)
         method = (f"learn-then-test, fixed sequence, binomial tail; per route "
                   f"(Bonferroni: delta/{len(PER_ROUTE)} each)")
     else:
-        per_route, threshold = None, certifications["all"].threshold
+        per_route, threshold = None, float(certifications["all"].threshold or 0.0)
         method = "learn-then-test, fixed sequence, binomial tail"
     routed = sum(c.routed for c in certifications.values())
     misroutes = sum(c.misroutes for c in certifications.values())
@@ -227,7 +245,7 @@ def format_certification_notes(certifications: dict[str, Certification]) -> str:
         if cert.certified:
             parts.append(f"{scope}threshold {cert.threshold:.2f} routes {cert.routed} certify "
                          f"rows with {cert.misroutes} misroutes (upper bound "
-                         f"{cert.upper_bound:.4f} at 1-{cert.delta:g})")
+                         f"{cert.upper_bound:.4f} at 1-{cert.delta:.3g})")
         else:
             parts.append(f"{scope}no threshold certified; this route always gets a clarify")
     return "; ".join(parts)

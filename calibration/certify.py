@@ -36,6 +36,7 @@ import functools
 import math
 import warnings
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy.optimize import brentq
@@ -107,6 +108,12 @@ class Certification:
     @property
     def misroutes(self) -> int:
         return 0 if self.chosen is None else int(self.curve.misroutes[self.chosen])
+
+    @property
+    def stopped_at(self) -> int | None:
+        """Grid index where the walk ended (the first tested p > δ), if it did."""
+        failed = np.flatnonzero(self.tested & (self.p_values > self.delta))
+        return None if len(failed) == 0 else int(failed[0])
 
 
 @dataclass(frozen=True)
@@ -330,7 +337,7 @@ def certify_per_route(
     *,
     alpha: float,
     delta: float,
-    **options: object,
+    **options: Any,
 ) -> dict[str, Certification]:
     """One certification per actionable route, each at δ/3 (Bonferroni).
 
@@ -345,19 +352,23 @@ def certify_per_route(
     share = delta / len(PER_ROUTE)
     return {
         route: certify_threshold(labels, choices, confidences, alpha=alpha, delta=share,
-                                 route=route, check_size=False, **options)  # type: ignore[arg-type]
+                                 route=route, check_size=False, **options)
         for route in PER_ROUTE
     }
 
 
-def rows_needed(curve: ThresholdCurve, *, alpha: float, delta: float) -> RowsNeeded | None:
+def rows_needed(curve: ThresholdCurve, *, alpha: float, delta: float,
+                n_certify: int | None = None) -> RowsNeeded | None:
     """Fewest certify rows that would certify some grid λ if its error rate held.
 
     At each λ with observed rate r̂ = k/n < α, find the least n′ whose one-sided (1 − δ)
     Clopper–Pearson bound at k′ = r̂·n′ is ≤ α, and scale by the share of certify rows
-    that λ routes. Returns the cheapest λ, or None when r̂ ≥ α at every threshold (more
-    data would then only confirm that α is out of reach).
+    that λ routes among all `n_certify` certify rows (default: the curve's rows; per route,
+    pass the total). Returns the cheapest λ that needs more rows than there are, or None
+    when there is none (r̂ ≥ α everywhere, or the walk ended at a stricter threshold whose
+    misroutes were too many — more rows at the same rates would not change that).
     """
+    total = curve.n if n_certify is None else n_certify
     best: RowsNeeded | None = None
     for j, threshold in enumerate(curve.thresholds):
         n, k = int(curve.routed[j]), int(curve.misroutes[j])
@@ -365,10 +376,12 @@ def rows_needed(curve: ThresholdCurve, *, alpha: float, delta: float) -> RowsNee
             continue
         routed_needed = max(_routed_needed(k / n, alpha=alpha, delta=delta),
                             walk_start_count(alpha, delta))
-        certify_needed = math.ceil(routed_needed * curve.n / n)
+        certify_needed = math.ceil(routed_needed * total / n)
+        if certify_needed <= total:
+            continue  # enough rows already: the walk ended before reaching this threshold
         if best is None or certify_needed < best.certify_rows_needed:
             best = RowsNeeded(float(threshold), k / n, routed_needed, certify_needed,
-                              max(0, certify_needed - curve.n))
+                              max(0, certify_needed - total))
     return best
 
 

@@ -112,10 +112,12 @@ def check_guarantee(
     labels = np.asarray(labels)
     scored = score_with_policy(probabilities, policy)
     misrouted = scored.routed & (scored.choices != labels)
+    scopes: dict[str, np.ndarray]
+    thresholds: dict[str, float]
     if policy.per_route_thresholds:
         scopes = {r: scored.choices == r for r, t in policy.per_route_thresholds.items()
                   if t <= 1.0}
-        thresholds = dict(policy.per_route_thresholds)
+        thresholds = {str(r): t for r, t in policy.per_route_thresholds.items()}
         level = significance / max(1, len(scopes))
     else:
         scopes = {"all": np.ones(len(labels), dtype=bool)}

@@ -19,7 +19,9 @@ from router.errors import InvalidInput
 
 Split = Literal["train", "calibration", "test"]
 SPLIT_BOUNDS: tuple[tuple[Split, float], ...] = (
-    ("train", 0.6), ("calibration", 0.8), ("test", 1.0)
+    ("train", 0.6),
+    ("calibration", 0.8),
+    ("test", 1.0),
 )
 
 

@@ -42,7 +42,8 @@ def shadow_choice(raw: str | None) -> str | None:
         return None
     if not isinstance(data, dict):
         return None
-    scores = data.get("scores") if isinstance(data.get("scores"), dict) else data
+    nested = data.get("scores")
+    scores: dict = nested if isinstance(nested, dict) else data
     choice = scores.get("choice")
     return choice if isinstance(choice, str) else None
 

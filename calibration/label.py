@@ -20,7 +20,7 @@ import json
 import os
 import random
 import sys
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -241,7 +241,7 @@ def append_rows(path: Path, rows: Sequence[dict]) -> None:
         os.fsync(handle.fileno())
 
 
-def terminal_keys(stream: TextIO) -> Iterator[str]:
+def terminal_keys(stream: TextIO) -> Generator[str, None, None]:
     """Single key presses from a terminal (cbreak mode), else characters of input lines."""
     if stream.isatty():
         import termios
@@ -294,5 +294,5 @@ def read_guide(path: Path) -> str:
         return f"(no labelling guide at {path})"
 
 
-def stdin_keys() -> Iterator[str]:
+def stdin_keys() -> Generator[str, None, None]:
     return terminal_keys(sys.stdin)

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from sklearn.metrics import f1_score, precision_recall_fscore_support
 
-from router.contracts import ROUTES
+from router.contracts import ROUTES, Route
 
 OUTCOMES = ("correct", "misroute", "clarify_needed", "clarify_unneeded")
 
@@ -24,7 +24,7 @@ def routed_mask(
     confidences: Sequence[float] | np.ndarray,
     threshold: float,
     *,
-    per_route: Mapping[str, float] | None = None,
+    per_route: Mapping[str, float] | Mapping[Route, float] | None = None,
     margins: Sequence[float] | np.ndarray | None = None,
     min_margin: float | None = None,
 ) -> np.ndarray:
@@ -273,56 +273,20 @@ class _BinnedGap:
         """The binned gap; `weights` (n,) are per-row counts in the original row order."""
         if weights is not None and self.order is not None:
             weights = weights[self.order]
-        if self.strategy == "uniform":
-            bins = self.fixed_bins
-        else:
-            bins = self._bins(self._edges(weights))
         total = len(self.values) if weights is None else weights.sum()
         if total == 0:
             return 0.0
         signed = self.diff if weights is None else weights * self.diff
-        return float(np.abs(np.bincount(bins, weights=signed, minlength=self.n_bins)).sum()
-                     / total)
-
-
-class CalibrationStats:
-    """The calibration figures of one set of predictions, re-evaluable under bootstrap weights.
-
-    Parameters
-    ----------
-    y_true : ndarray of shape (n,)
-        Index of the true class.
-    probabilities : ndarray of shape (n, k)
-    n_bins : int
-        15 by default, for both binnings.
-    """
-
-    def __init__(self, y_true: np.ndarray, probabilities: np.ndarray, *, n_bins: int = 15):
-        y_true = np.asarray(y_true)
-        top, correct = _top_label(probabilities, y_true)
-        self.n = len(y_true)
-        self._width = _BinnedGap(top, correct, n_bins=n_bins, strategy="uniform")
-        self._mass = _BinnedGap(top, correct, n_bins=n_bins, strategy="quantile")
-        self._classwise = [
-            _BinnedGap(probabilities[:, j], y_true == j, n_bins=n_bins, strategy="uniform")
-            for j in range(probabilities.shape[1])
-        ]
-        self._brier = _brier_rows(y_true, probabilities)
-        self._nll = _nll_rows(y_true, probabilities)
-
-    def summary(self, weights: np.ndarray | None = None) -> dict[str, float]:
-        """`calibration_summary` of the rows repeated `weights[i]` times (None: once each)."""
-        w = np.ones(self.n) if weights is None else np.asarray(weights, dtype=float)
-        weights = None if weights is None else w
-        total = w.sum()
-        return {
-            "ece_15_equal_width": self._width.gap(weights),
-            "ece_15_equal_mass": self._mass.gap(weights),
-            "classwise_ece_15_equal_width": float(np.mean([c.gap(weights)
-                                                           for c in self._classwise])),
-            "brier": float(w @ self._brier / total) if total else 0.0,
-            "nll": float(w @ self._nll / total) if total else 0.0,
-        }
+        if self.strategy == "uniform":
+            per_bin = np.bincount(self.fixed_bins, weights=signed, minlength=self.n_bins)
+        else:  # values are sorted: each bin is a slice, summed through one cumulative sum
+            edges = self._edges(weights)
+            bounds = np.concatenate(
+                [[0], np.searchsorted(self.values, edges[1:-1], side="left"), [len(self.values)]]
+            )
+            cumulative = np.concatenate([[0.0], np.cumsum(signed)])
+            per_bin = cumulative[bounds[1:]] - cumulative[bounds[:-1]]
+        return float(np.abs(per_bin).sum() / total)
 
 
 def calibration_summary(y_true: np.ndarray, probabilities: np.ndarray) -> dict[str, float]:
@@ -334,72 +298,11 @@ def calibration_summary(y_true: np.ndarray, probabilities: np.ndarray) -> dict[s
     y_true : ndarray of shape (n,)
     probabilities : ndarray of shape (n, k)
     """
-    return CalibrationStats(y_true, probabilities).summary()
-
-
-def _interval(draws: np.ndarray, point: float, level: float) -> dict[str, float | list[float]]:
-    tail = (1.0 - level) / 2 * 100
-    return {"value": float(point),
-            f"ci{round(level * 100)}": [float(np.percentile(draws, tail)),
-                                        float(np.percentile(draws, 100 - tail))]}
-
-
-def bootstrap_calibration(
-    y_true: np.ndarray, probabilities: np.ndarray, *, n_boot: int = 1000, level: float = 0.95,
-    seed: int = 0,
-) -> dict[str, dict]:
-    """`calibration_summary` with percentile bootstrap intervals (rows resampled).
-
-    Parameters
-    ----------
-    y_true : ndarray of shape (n,)
-    probabilities : ndarray of shape (n, k)
-    n_boot : int
-        Resamples (1,000 by default).
-    level : float
-        0.95 gives the 2.5th and 97.5th percentiles, under the key ``"ci95"``.
-    seed : int
-        Seed of the resampling, so reports are reproducible.
-
-    Returns
-    -------
-    dict
-        ``{metric: {"value": point, "ci95": [low, high]}}``.
-    """
-    stats = CalibrationStats(y_true, probabilities)
-    point = stats.summary()
-    if stats.n == 0:
-        return {k: _interval(np.array([v]), v, level) for k, v in point.items()}
-    rng = np.random.default_rng(seed)
-    draws = {k: np.empty(n_boot) for k in point}
-    for b in range(n_boot):
-        weights = np.bincount(rng.integers(0, stats.n, size=stats.n), minlength=stats.n)
-        for k, v in stats.summary(weights).items():
-            draws[k][b] = v
-    return {k: _interval(draws[k], point[k], level) for k in point}
-
-
-def bootstrap_routing(
-    labels: Sequence[str] | np.ndarray, outcome: np.ndarray, *, n_boot: int = 1000,
-    level: float = 0.95, seed: int = 0,
-) -> dict[str, dict]:
-    """Routing rates with percentile bootstrap intervals.
-
-    Every routing rate is a ratio of counts of `OUTCOME_CELLS`, so resampling rows is
-    exactly a multinomial draw of those counts; this costs nothing at any n.
-
-    Parameters
-    ----------
-    labels : array-like of shape (n,)
-    outcome : ndarray of shape (n,)
-        From `outcomes`.
-    n_boot, level, seed
-        As in `bootstrap_calibration`.
-    """
-    counts = np.bincount(outcome_cells(labels, outcome), minlength=len(OUTCOME_CELLS))
-    n = int(counts.sum())
-    point = routing_rates(counts)
-    if n == 0:
-        return {k: _interval(np.array([0.0]), float(v), level) for k, v in point.items()}
-    draws = routing_rates(np.random.default_rng(seed).multinomial(n, counts / n, size=n_boot))
-    return {k: _interval(draws[k], float(point[k]), level) for k in point}
+    return {
+        "ece_15_equal_width": expected_calibration_error(y_true, probabilities, n_bins=15),
+        "ece_15_equal_mass": expected_calibration_error(y_true, probabilities, n_bins=15,
+                                                        strategy="quantile"),
+        "classwise_ece_15_equal_width": classwise_calibration_error(y_true, probabilities),
+        "brier": brier_loss(y_true, probabilities),
+        "nll": negative_log_likelihood(y_true, probabilities),
+    }

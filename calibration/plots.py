@@ -73,7 +73,8 @@ def plot_risk_coverage(coverage: np.ndarray, risk: np.ndarray, thresholds: np.nd
         x, y = chosen
         ax.plot([x], [y], marker="o", color="black", label="policy threshold (test rows)")
         if certified_bound is not None:
-            ax.errorbar([x], [y], yerr=[[0], [max(0.0, certified_bound - y)]], color="black",
+            ax.errorbar([x], [y], yerr=np.array([[0.0], [max(0.0, certified_bound - y)]]),
+                        color="black",
                         capsize=4, label="upper bound from certify rows")
     ax.set(xlabel="coverage (routed clear requests / clear requests)",
            ylabel="misroute rate among routed", xlim=(0, 1.02), ylim=(0, None),

@@ -207,9 +207,9 @@ def score_rows(
             on_progress(len(batch))
     out = []
     for key, row in zip(keys, rows, strict=True):
-        scores = RouteScores.from_probabilities(identity.name, cache.get(key))  # type: ignore[arg-type]
+        answer = RouteScores.from_probabilities(identity.name, cache.get(key) or {})
         out.append(PredictionRow(id=row.id, question_sha=identity.question_sha,
-                                 **scores.model_dump()))
+                                 **answer.model_dump()))
     return out
 
 

@@ -156,5 +156,5 @@ def choices_and_confidence(probabilities: np.ndarray) -> tuple[np.ndarray, np.nd
 
 def label_indices(labels: np.ndarray | list[str]) -> np.ndarray:
     """Index of each route label in `ROUTES`, shape (n,)."""
-    lookup = {route: i for i, route in enumerate(ROUTES)}
+    lookup: dict[str, int] = {route: i for i, route in enumerate(ROUTES)}
     return np.fromiter((lookup[label] for label in labels), dtype=np.int64, count=len(labels))

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import numpy as np
 
+from calibration.bootstrap import bootstrap_calibration, bootstrap_routing
 from calibration.calibrate import PolicyScores, score_with_policy
 from calibration.certify import THRESHOLD_GRID, threshold_curve
-from calibration.metrics import bootstrap_calibration, bootstrap_routing, outcomes
+from calibration.metrics import outcomes
 from calibration.plots import (
     plot_confidence_histograms,
     plot_confusion,

@@ -50,7 +50,8 @@ def part_of(row_id: str, *, salt: str = PART_SALT) -> Part:
 
 
 def model_train_mask(
-    ids: Sequence[str], texts: Sequence[str] | None, routing_rows: Sequence[LabelledRow]
+    ids: Sequence[str] | np.ndarray, texts: Sequence[str] | None,
+    routing_rows: Sequence[LabelledRow],
 ) -> np.ndarray:
     """True where a row was (or duplicates) a training row of the decision model.
 
@@ -73,7 +74,7 @@ def model_train_mask(
 
 
 def assign_parts(
-    ids: Sequence[str],
+    ids: Sequence[str] | np.ndarray,
     *,
     excluded: np.ndarray | None = None,
     use_fit: bool = True,

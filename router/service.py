@@ -12,7 +12,7 @@ from router.decision_log import DecisionLog
 from router.errors import ModelUnavailable
 from router.models.base import DecisionModel
 from router.policy import decide
-from router.rules import DEFAULT_RULES, Rule, RouteRequest, first_rule_hit
+from router.rules import DEFAULT_RULES, RouteRequest, Rule, first_rule_hit
 
 
 @dataclass(frozen=True)

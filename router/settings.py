@@ -34,6 +34,7 @@ class Settings(BaseSettings):
     routes_data: Path = Path("datasets/routes")
     model_dir: Path = Path("models")
     policy_path: Path = Path("models/policy.json")
+    e5_policy_path: Path = Path("models/policy-e5.json")
 
     # TypeSafe / Jev-compatible server.
     typesafe_model: str = "jev-latest"
@@ -62,7 +63,12 @@ class Settings(BaseSettings):
     max_text_chars: int = 8000
 
     @field_validator(
-        "var_dir", "routes_data", "model_dir", "policy_path", "typesafe_policy_path", "store_fixture"
+        "var_dir",
+        "routes_data",
+        "model_dir",
+        "policy_path",
+        "typesafe_policy_path",
+        "store_fixture",
     )
     @classmethod
     def _absolute(cls, value: Path) -> Path:
@@ -75,6 +81,10 @@ class Settings(BaseSettings):
     @property
     def local_model_path(self) -> Path:
         return self.model_dir / "local-route-model.json"
+
+    @property
+    def e5_model_path(self) -> Path:
+        return self.model_dir / "e5-route-model.json"
 
 
 @lru_cache(maxsize=1)

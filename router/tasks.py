@@ -82,6 +82,10 @@ class TaskResult:
     route: str | None
     status: str | None
     reply: str | None
+    routes: list[str]
+    """The route of each message, in order (`clarify` where the router asked)."""
+    wrote: bool
+    """Whether any business table changed."""
 
 
 @dataclass(frozen=True)
@@ -258,15 +262,17 @@ def run_task(task: Task, *, settings: Settings, route_hints: bool = False) -> Ta
             if task.fault:
                 faults.arm(task.fault)
             reason = _drive(client, task, result, route_hints=route_hints)
+            after = snapshot(services.engine)
             if reason is None:
-                reason = compare_store(task.expect, before, snapshot(services.engine))
+                reason = compare_store(task.expect, before, after)
             if reason is None and task.fault and task.expect.get("refunds") \
                     and faults.take(task.fault):
                 reason = f"fault {task.fault} never fired"
-    routes = result.pop("routes")
-    if reason is not None and (misrouted := _misrouted(task, routes)):
+    if reason is not None and (misrouted := _misrouted(task, result["routes"])):
         reason = f"{misrouted}: {reason}"
-    return TaskResult(id=task.id, passed=reason is None, reason=reason or "ok", **result)
+    return TaskResult(
+        id=task.id, passed=reason is None, reason=reason or "ok", wrote=after != before, **result
+    )
 
 
 def run_suite(path: Path, *, settings: Settings, route_hints: bool = False) -> SuiteReport:

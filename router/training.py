@@ -14,7 +14,8 @@ import numpy as np
 from calibration.data import data_sha, load_labelled, select_split
 from calibration.metrics import outcomes, routed_mask, routing_summary
 from router.contracts import Policy, PolicyData, PolicyModel, RouteScores
-from router.models.local import LocalRouteModel, TrainOptions, save_artifact, train_artifact
+from router.models.linear import save_artifact
+from router.models.local import LocalRouteModel, TrainOptions, train_artifact
 from router.policy import save_policy
 
 MAX_MISROUTE_RATE_ROUTED = 0.02
@@ -49,29 +50,49 @@ def pick_default_threshold(
     return chosen
 
 
+MODEL_FILES = {"local": "local-route-model.json", "e5": "e5-route-model.json"}
+
+
 def train_local(
-    data: Path, model_dir: Path, *, policy_path: Path, options: TrainOptions = TrainOptions()
+    data: Path,
+    model_dir: Path,
+    *,
+    policy_path: Path,
+    options: TrainOptions | None = None,
+    backend: str = "local",
 ) -> TrainResult:
+    """Train the local model (or its e5 variant) and write it with its default policy."""
     rows = load_labelled(data)
     train = select_split(rows, "train")
     held_out = select_split(rows, "calibration")
-    artifact = train_artifact(
+    args = (
         [r.text for r in train],
         [r.label for r in train],
         [r.text for r in held_out],
         [r.label for r in held_out],
-        options=options,
-        data_sha=data_sha(rows),
     )
-    model_path = model_dir / "local-route-model.json"
-    sha = save_artifact(artifact, model_path)
-    model = LocalRouteModel(artifact, sha)
+    options = options or TrainOptions()
+    model_path = model_dir / MODEL_FILES[backend]
+    if backend == "e5":
+        from router.models.e5 import E5RouteModel, train_e5_artifact
+        from router.models.e5_features import E5Embedder
+
+        embedder = E5Embedder()
+        artifact = train_e5_artifact(
+            *args, embedder=embedder, options=options, data_sha=data_sha(rows)
+        )
+        sha = save_artifact(artifact, model_path)
+        model: LocalRouteModel | E5RouteModel = E5RouteModel(artifact, sha, embedder)
+    else:
+        artifact = train_artifact(*args, options=options, data_sha=data_sha(rows))
+        sha = save_artifact(artifact, model_path)
+        model = LocalRouteModel(artifact, sha)
     threshold = pick_default_threshold(
         [r.label for r in held_out], model.score_batch([r.text for r in held_out])
     )
     policy = Policy(
-        version=f"local-default-{sha[:8]}",
-        model=PolicyModel(backend="local", name=model.name, artifact_sha=sha),
+        version=f"{backend}-default-{sha[:8]}",
+        model=PolicyModel(backend=backend, name=model.name, artifact_sha=sha),
         threshold=threshold,
         data=PolicyData(labels_sha=data_sha(held_out), n_certify=len(held_out)),
         notes=(

@@ -15,7 +15,12 @@ from router.gateway.routes import admin, approvals, cases, health, messages, rou
 from router.settings import Settings, get_settings
 
 ROUTERS = [
-    health.router, route.router, messages.router, approvals.router, cases.router, admin.router
+    health.router,
+    route.router,
+    messages.router,
+    approvals.router,
+    cases.router,
+    admin.router,
 ]
 REQUEST_ID_HEADER = "X-Request-ID"
 

@@ -16,22 +16,30 @@ SupervisorName = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[^
 class MessageIn(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
-        json_schema_extra={"examples": [
-            {"text": "Hi, this is ana.novak@example.com. My teapot (order O-1001) arrived "
-                     "broken. Please refund the full amount."},
-            {"text": "It's Gdansk, 80-002, Poland.", "case_id": "c-0123456789abcdef"},
-        ]},
+        json_schema_extra={
+            "examples": [
+                {
+                    "text": "Hi, this is ana.novak@example.com. My teapot (order O-1001) arrived "
+                    "broken. Please refund the full amount."
+                },
+                {"text": "It's Gdansk, 80-002, Poland.", "case_id": "c-0123456789abcdef"},
+            ]
+        },
     )
 
     text: CustomerText
     case_id: Identifier | None = Field(
-        default=None, description="Continue this case; omit to open a new one.")
+        default=None, description="Continue this case; omit to open a new one."
+    )
     customer: Annotated[str, Field(min_length=1, max_length=254)] | None = Field(
         default=None,
-        description="The customer the calling system authenticated (account id or e-mail).")
+        description="The customer the calling system authenticated (account id or e-mail).",
+    )
     kind: DecisionRoute | None = Field(
-        default=None, description="A request kind the calling system already knows (form "
-                                  "field); code rules route by it instead of the model.")
+        default=None,
+        description="A request kind the calling system already knows (form "
+        "field); code rules route by it instead of the model.",
+    )
 
 
 class MessageOut(BaseModel):

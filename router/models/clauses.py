@@ -10,6 +10,7 @@ second request.
 from __future__ import annotations
 
 import re
+
 import numpy as np
 
 from router.contracts import ROUTES
@@ -22,7 +23,7 @@ _CLAUSE_BREAK = re.compile(
     r"|,?\s+\b(?:and also|and then|and|also|plus|oh and|besides|another thing|second(?:ly)?|"
     r"while i have you|by the way|btw|y también|y además|además|y|und außerdem|außerdem|und|"
     r"а также|и ещё|и еще|и|ещё|еще|e também|além disso|e|et aussi|et|aussi|"
-    r"e anche|inoltre|oraz|a także|i|en ook|en|och även|och|ayrıca|ve|а ще|та)\b\s*",
+    r"e anche|inoltre|oraz|a także|en ook|en|och även|och|ayrıca|ve|а ще|та)\b\s*",
     re.IGNORECASE,
 )
 MIN_CLAUSE_CHARS = 12

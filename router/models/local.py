@@ -1,40 +1,37 @@
 """The embedded decision model: TF-IDF + multinomial logistic regression + temperature.
 
-Training uses scikit-learn; serving evaluates the fitted linear model straight from the
-saved vocabulary and weights (`router.models.features`), so scoring one message costs
-microseconds and loading never unpickles anything. The artifact is plain JSON: the same
-data and settings give byte-identical files, and `artifact_sha` names exactly one model.
+Training uses scikit-learn; serving uses the JSON artifact and scorer of
+`router.models.linear`. Around the linear model: instruction stripping before scoring,
+and the two-request detector after it, both measured on held-out data.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import platform
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import scipy
-import sklearn
 from scipy.optimize import minimize_scalar
-from scipy.special import log_softmax, softmax
+from scipy.special import log_softmax
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import FeatureUnion, Pipeline
 
 from router.contracts import ROUTES, RouteScores
-from router.errors import ArtifactError
-from router.models.features import TfidfBlock, preprocess
 from router.models.clauses import UNCLEAR, shift_to_unclear, split_clauses
+from router.models.entities import normalise_entities
 from router.models.instructions import strip_instructions
+from router.models.linear import LinearRouteScorer, artifact_from_fitted, load_artifact
 
-ARTIFACT_FORMAT = "support-router/local-route-model"
-ARTIFACT_VERSION = 2
 WORD_NGRAMS = (1, 2)
 CHAR_NGRAMS = (2, 5)
 TWO_REQUEST_GRID = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
+
+
+def prepare_text(text: str) -> str:
+    """What the linear model sees: instructions removed, then entities replaced."""
+    return normalise_entities(strip_instructions(text))
 
 
 @dataclass(frozen=True)
@@ -76,7 +73,7 @@ def fit_temperature(logits: np.ndarray, labels: np.ndarray) -> float:
     return float(np.exp(result.x))
 
 
-def _label_indices(labels: Sequence[str]) -> np.ndarray:
+def label_indices(labels: Sequence[str]) -> np.ndarray:
     return np.array([ROUTES.index(label) for label in labels])  # type: ignore[arg-type]
 
 
@@ -86,17 +83,19 @@ def train_artifact(
     held_out_texts: Sequence[str],
     held_out_labels: Sequence[str],
     *,
-    options: TrainOptions = TrainOptions(),
+    options: TrainOptions | None = None,
     data_sha: str = "",
 ) -> dict:
     """Fit the pipeline on train rows and the temperature on held-out rows; return the artifact."""
+    options = options or TrainOptions()
     pipeline = build_pipeline(options)
-    pipeline.fit([strip_instructions(t) for t in train_texts], _label_indices(train_labels))
-    held_out = [strip_instructions(t) for t in held_out_texts]
-    held_out_y = _label_indices(held_out_labels)
+    pipeline.fit([prepare_text(t) for t in train_texts], label_indices(train_labels))
+    held_out = [prepare_text(t) for t in held_out_texts]
+    held_out_y = label_indices(held_out_labels)
     temperature = fit_temperature(pipeline.decision_function(held_out), held_out_y)
-    artifact = artifact_from_pipeline(
-        pipeline,
+    artifact = artifact_from_fitted(
+        pipeline.named_steps["features"],
+        pipeline.named_steps["classifier"],
         temperature=temperature,
         meta={
             "data_sha": data_sha,
@@ -138,121 +137,12 @@ def _clause_probabilities(scorer: LinearRouteScorer, texts: Sequence[str]) -> li
 def _detect_two_requests(
     probabilities: np.ndarray, clauses: list[np.ndarray], min_confidence: float
 ) -> np.ndarray:
-    return np.array([
-        shift_to_unclear(row, clause_rows, min_confidence=min_confidence)
-        for row, clause_rows in zip(probabilities, clauses, strict=True)
-    ])
-
-
-def artifact_from_pipeline(pipeline: Pipeline, *, temperature: float, meta: dict) -> dict:
-    union: FeatureUnion = pipeline.named_steps["features"]
-    classifier: LogisticRegression = pipeline.named_steps["classifier"]
-    if list(classifier.classes_) != list(range(len(ROUTES))):
-        raise ArtifactError("training data must contain every route")
-    blocks = []  # a list: its order is the column order of `coef`
-    for name, vectorizer in union.transformer_list:
-        terms = [""] * len(vectorizer.vocabulary_)
-        for term, column in vectorizer.vocabulary_.items():
-            terms[column] = term
-        blocks.append({
-            "name": name,
-            "analyzer": vectorizer.analyzer,
-            "ngram_range": list(vectorizer.ngram_range),
-            "terms": terms,
-            "idf": vectorizer.idf_.tolist(),
-        })
-    return {
-        "format": ARTIFACT_FORMAT,
-        "format_version": ARTIFACT_VERSION,
-        "classes": list(ROUTES),
-        "blocks": blocks,
-        "coef": classifier.coef_.tolist(),
-        "intercept": classifier.intercept_.tolist(),
-        "temperature": temperature,
-        "training": meta,
-        "versions": {
-            "python": platform.python_version(),
-            "numpy": np.__version__,
-            "scipy": scipy.__version__,
-            "scikit-learn": sklearn.__version__,
-        },
-    }
-
-
-def save_artifact(artifact: dict, path: Path) -> str:
-    """Write the artifact deterministically and return its sha256."""
-    payload = json.dumps(artifact, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    data = payload.encode("utf-8")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_bytes(data)
-    tmp.replace(path)
-    return hashlib.sha256(data).hexdigest()
-
-
-class LinearRouteScorer:
-    """The fitted model evaluated directly from its vocabulary and weights."""
-
-    def __init__(self, artifact: dict) -> None:
-        if artifact.get("format") != ARTIFACT_FORMAT:
-            raise ArtifactError("not a local route model artifact")
-        if artifact.get("format_version") != ARTIFACT_VERSION:
-            raise ArtifactError(
-                f"artifact format {artifact.get('format_version')}; this build reads "
-                f"{ARTIFACT_VERSION} — retrain with `support-router train`"
-            )
-        coef = np.asarray(artifact["coef"], dtype=float)
-        self.intercept = np.asarray(artifact["intercept"], dtype=float)
-        self.temperature = float(artifact["temperature"])
-        self.blocks: list[tuple[TfidfBlock, np.ndarray]] = []
-        offset = 0
-        for block in artifact["blocks"]:
-            tfidf = TfidfBlock(
-                block["analyzer"],
-                tuple(block["ngram_range"]),
-                block["terms"],
-                np.asarray(block["idf"], dtype=float),
-            )
-            # One row per feature, so gathering a message's few hundred features is cheap.
-            weights = np.ascontiguousarray(coef[:, offset : offset + tfidf.n_features].T)
-            self.blocks.append((tfidf, weights))
-            offset += tfidf.n_features
-        if offset != coef.shape[1]:
-            raise ArtifactError("artifact weights do not match its vocabulary")
-
-    def logits(self, text: str) -> np.ndarray:
-        """Raw decision function (before temperature) for one already-stripped text."""
-        preprocessed = preprocess(text)
-        total = self.intercept.copy()
-        for tfidf, weights in self.blocks:
-            columns, values = tfidf.transform(preprocessed)
-            total += values @ weights[columns]
-        return total
-
-    def logits_batch(self, texts: Sequence[str]) -> np.ndarray:
-        """Raw decision function of many texts, shape (n, routes), via sparse products."""
-        preprocessed = [preprocess(text) for text in texts]
-        total = np.tile(self.intercept, (len(texts), 1))
-        for tfidf, weights in self.blocks:
-            total += tfidf.transform_batch(preprocessed) @ weights
-        return total
-
-    def probabilities_batch(self, texts: Sequence[str]) -> np.ndarray:
-        return softmax(self.logits_batch(texts) / self.temperature, axis=1)
-
-    def probabilities(self, text: str) -> np.ndarray:
-        return softmax(self.logits(text) / self.temperature)
-
-
-def load_artifact(path: Path) -> tuple[dict, str]:
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError as exc:
-        raise ArtifactError(f"no model at {path}; run `support-router train`") from exc
-    try:
-        return json.loads(data), hashlib.sha256(data).hexdigest()
-    except json.JSONDecodeError as exc:
-        raise ArtifactError(f"model artifact {path} is not valid JSON") from exc
+    return np.array(
+        [
+            shift_to_unclear(row, clause_rows, min_confidence=min_confidence)
+            for row, clause_rows in zip(probabilities, clauses, strict=True)
+        ]
+    )
 
 
 class LocalRouteModel:
@@ -276,7 +166,7 @@ class LocalRouteModel:
 
     def score(self, text: str) -> RouteScores:
         """One message on the fast path (no sparse-matrix set-up)."""
-        stripped = strip_instructions(text)
+        stripped = prepare_text(text)
         probabilities = self._scorer.probabilities(stripped)
         if self._two_request_confidence is not None and probabilities.argmax() != UNCLEAR:
             clauses = split_clauses(stripped)
@@ -288,7 +178,7 @@ class LocalRouteModel:
         return self._to_scores(probabilities)
 
     def score_batch(self, texts: Sequence[str]) -> list[RouteScores]:
-        stripped = [strip_instructions(text) for text in texts]
+        stripped = [prepare_text(text) for text in texts]
         probabilities = self._scorer.probabilities_batch(stripped)
         if self._two_request_confidence is not None:
             clauses = _clause_probabilities(self._scorer, stripped)
@@ -298,4 +188,5 @@ class LocalRouteModel:
         return [self._to_scores(row) for row in probabilities]
 
     def _to_scores(self, probabilities: np.ndarray) -> RouteScores:
-        return RouteScores.from_probabilities(self._name, dict(zip(ROUTES, probabilities, strict=True)))
+        probs = dict(zip(ROUTES, probabilities, strict=True))
+        return RouteScores.from_probabilities(self._name, probs)

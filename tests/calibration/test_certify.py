@@ -231,3 +231,15 @@ def test_rows_needed_is_none_when_every_rate_is_above_alpha() -> None:
 def test_grid_runs_strict_to_loose() -> None:
     assert THRESHOLD_GRID[0] == pytest.approx(0.99) and THRESHOLD_GRID[-1] == 0.0
     assert np.all(np.diff(THRESHOLD_GRID) < 0)
+
+
+def test_rows_needed_per_route_counts_all_certify_rows() -> None:
+    labels = np.array(["refund"] * 99 + ["other"] + ["unclear"] * 100)
+    choices = np.array(["refund"] * 100 + ["unclear"] * 100)
+    s = np.concatenate([np.full(100, 0.995), np.full(100, 0.5)])
+    curve = threshold_curve(labels, choices, s, route="refund")
+    alone = rows_needed(curve, alpha=0.02, delta=0.05)
+    among_all = rows_needed(curve, alpha=0.02, delta=0.05, n_certify=600)
+    assert alone is not None and among_all is not None
+    assert among_all.certify_rows_needed == math.ceil(alone.routed_needed * 600 / 100)
+    assert among_all.more_certify_rows == among_all.certify_rows_needed - 600

@@ -7,11 +7,7 @@ from sklearn.metrics import accuracy_score, brier_score_loss, f1_score, log_loss
 
 from calibration.evaluation import evaluate
 from calibration.metrics import (
-    CalibrationStats,
-    bootstrap_calibration,
-    bootstrap_routing,
     brier_loss,
-    calibration_summary,
     classification_summary,
     classwise_calibration_error,
     expected_calibration_error,
@@ -32,7 +28,12 @@ def test_routed_mask_and_outcomes_by_hand() -> None:
     routed = routed_mask(CHOICES, CONFIDENCES, 0.5)
     assert routed.tolist() == [True, True, False, True, True, False]
     assert outcomes(LABELS, CHOICES, routed).tolist() == [
-        "correct", "misroute", "clarify_unneeded", "misroute", "correct", "clarify_needed",
+        "correct",
+        "misroute",
+        "clarify_unneeded",
+        "misroute",
+        "correct",
+        "clarify_needed",
     ]
 
 
@@ -50,8 +51,14 @@ def test_routing_summary_by_hand() -> None:
 
 
 def test_per_route_threshold_and_margin() -> None:
-    routed = routed_mask(CHOICES, CONFIDENCES, 0.5, per_route={"account": 0.2},
-                         margins=[0.5, 0.1, 0.5, 0.5, 0.5, 0.5], min_margin=0.2)
+    routed = routed_mask(
+        CHOICES,
+        CONFIDENCES,
+        0.5,
+        per_route={"account": 0.2},
+        margins=[0.5, 0.1, 0.5, 0.5, 0.5, 0.5],
+        min_margin=0.2,
+    )
     assert routed.tolist() == [True, False, True, True, True, False]
 
 
@@ -85,6 +92,7 @@ def test_evaluate_applies_the_policy() -> None:
 
 
 # --- calibration figures and bootstrap intervals -------------------------------------
+
 
 def _random_predictions(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
@@ -133,49 +141,6 @@ def test_top_label_ece_matches_scikit_learn_calibration_curve_in_binary_case() -
     counts = np.histogram(p1, bins=np.linspace(0, 1, 16))[0]
     expected = np.sum(counts[counts > 0] * np.abs(prob_true - prob_pred)) / len(y)
     assert expected_calibration_error(y, probabilities, n_bins=15) == pytest.approx(expected)
-
-
-@pytest.mark.parametrize("n", [7, 300])
-def test_weighted_summary_equals_the_resampled_rows(n: int) -> None:
-    y_true, probabilities = _random_predictions(n, seed=n)
-    stats = CalibrationStats(y_true, probabilities)
-    assert stats.summary() == pytest.approx(calibration_summary(y_true, probabilities))
-    rng = np.random.default_rng(1)
-    for _ in range(5):
-        index = rng.integers(0, n, size=n)
-        weights = np.bincount(index, minlength=n)
-        resampled = calibration_summary(y_true[index], probabilities[index])
-        assert stats.summary(weights) == pytest.approx(resampled, abs=1e-12)
-
-
-def test_bootstrap_calibration_is_the_plain_row_bootstrap() -> None:
-    y_true, probabilities = _random_predictions(120, seed=5)
-    result = bootstrap_calibration(y_true, probabilities, n_boot=200, seed=9)
-    rng = np.random.default_rng(9)
-    draws = []
-    for _ in range(200):
-        index = rng.integers(0, 120, size=120)
-        draws.append(calibration_summary(y_true[index], probabilities[index])["nll"])
-    assert result["nll"]["value"] == pytest.approx(negative_log_likelihood(y_true, probabilities))
-    assert result["nll"]["ci95"] == pytest.approx(list(np.percentile(draws, [2.5, 97.5])))
-
-
-def test_bootstrap_routing_agrees_with_resampling_rows() -> None:
-    rng = np.random.default_rng(2)
-    labels = rng.choice(["refund", "account", "other", "unclear"], size=400)
-    choices = np.where(rng.uniform(size=400) < 0.8, labels, "refund")
-    routed = routed_mask(choices, rng.uniform(size=400), 0.3)
-    outcome = outcomes(labels, choices, routed)
-    result = bootstrap_routing(labels, outcome, n_boot=4000, seed=0)
-    summary = routing_summary(labels, outcome)
-    plain = []
-    for _ in range(4000):
-        index = rng.integers(0, 400, size=400)
-        plain.append(routing_summary(labels[index], outcome[index])["misroute_rate_routed"])
-    low, high = np.percentile(plain, [2.5, 97.5])
-    interval = result["misroute_rate_routed"]
-    assert interval["value"] == pytest.approx(summary["misroute_rate_routed"])
-    assert interval["ci95"] == pytest.approx([low, high], abs=0.01)
 
 
 def test_routing_rates_from_cell_counts_by_hand() -> None:

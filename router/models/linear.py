@@ -1,0 +1,170 @@
+"""A fitted linear route model as a plain-JSON artifact, and its scikit-learn-free scorer.
+
+The artifact holds the TF-IDF vocabularies and idf weights, the logistic-regression
+weights, the temperature and, for the e5 backend, how dense embedding features were
+appended. `LinearRouteScorer` evaluates it directly (`router.models.features`), so
+scoring costs microseconds and loading never unpickles anything. The same data and
+settings give byte-identical files, and `artifact_sha` names exactly one model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import platform
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import scipy
+import sklearn
+from scipy.special import softmax
+from sklearn.linear_model import LogisticRegression
+from sklearn.pipeline import FeatureUnion
+
+from router.contracts import ROUTES
+from router.errors import ArtifactError
+from router.models.features import TfidfBlock, preprocess
+
+ARTIFACT_FORMAT = "support-router/local-route-model"
+ARTIFACT_VERSION = 2
+
+
+def artifact_from_fitted(
+    union: FeatureUnion,
+    classifier: LogisticRegression,
+    *,
+    temperature: float,
+    meta: dict,
+    dense: dict | None = None,
+) -> dict:
+    """The artifact of a fitted feature union + classifier.
+
+    `dense` describes extra dense columns appended after the TF-IDF blocks
+    (`{"kind", "dim", "scale", "identity"}`); their weights are the last `dim` columns.
+    """
+    if list(classifier.classes_) != list(range(len(ROUTES))):
+        raise ArtifactError("training data must contain every route")
+    blocks = []  # a list: its order is the column order of `coef`
+    for name, vectorizer in union.transformer_list:
+        terms = [""] * len(vectorizer.vocabulary_)
+        for term, column in vectorizer.vocabulary_.items():
+            terms[column] = term
+        blocks.append(
+            {
+                "name": name,
+                "analyzer": vectorizer.analyzer,
+                "ngram_range": list(vectorizer.ngram_range),
+                "terms": terms,
+                "idf": vectorizer.idf_.tolist(),
+            }
+        )
+    return {
+        "format": ARTIFACT_FORMAT,
+        "format_version": ARTIFACT_VERSION,
+        "classes": list(ROUTES),
+        "blocks": blocks,
+        "coef": classifier.coef_.tolist(),
+        "intercept": classifier.intercept_.tolist(),
+        "temperature": temperature,
+        "dense": dense,
+        "training": meta,
+        "versions": {
+            "python": platform.python_version(),
+            "numpy": np.__version__,
+            "scipy": scipy.__version__,
+            "scikit-learn": sklearn.__version__,
+        },
+    }
+
+
+def save_artifact(artifact: dict, path: Path) -> str:
+    """Write the artifact deterministically and return its sha256."""
+    payload = json.dumps(artifact, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    data = payload.encode("utf-8")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_bytes(data)
+    tmp.replace(path)
+    return hashlib.sha256(data).hexdigest()
+
+
+class LinearRouteScorer:
+    """The fitted model evaluated directly from its vocabulary and weights."""
+
+    def __init__(self, artifact: dict) -> None:
+        if artifact.get("format") != ARTIFACT_FORMAT:
+            raise ArtifactError("not a local route model artifact")
+        if artifact.get("format_version") != ARTIFACT_VERSION:
+            raise ArtifactError(
+                f"artifact format {artifact.get('format_version')}; this build reads "
+                f"{ARTIFACT_VERSION} — retrain with `support-router train`"
+            )
+        coef = np.asarray(artifact["coef"], dtype=float)
+        self.intercept = np.asarray(artifact["intercept"], dtype=float)
+        self.temperature = float(artifact["temperature"])
+        self.blocks: list[tuple[TfidfBlock, np.ndarray]] = []
+        offset = 0
+        for block in artifact["blocks"]:
+            tfidf = TfidfBlock(
+                block["analyzer"],
+                tuple(block["ngram_range"]),
+                block["terms"],
+                np.asarray(block["idf"], dtype=float),
+            )
+            # One row per feature, so gathering a message's few hundred features is cheap.
+            weights = np.ascontiguousarray(coef[:, offset : offset + tfidf.n_features].T)
+            self.blocks.append((tfidf, weights))
+            offset += tfidf.n_features
+        self.dense = artifact.get("dense")
+        self.dense_weights: np.ndarray | None = None
+        if self.dense:
+            # Scale folded into the weights: features are `scale * embedding`.
+            dense_coef = coef[:, offset : offset + int(self.dense["dim"])]
+            self.dense_weights = np.ascontiguousarray(dense_coef.T) * float(self.dense["scale"])
+            offset += int(self.dense["dim"])
+        if offset != coef.shape[1]:
+            raise ArtifactError("artifact weights do not match its vocabulary")
+
+    def logits(self, text: str, dense: np.ndarray | None = None) -> np.ndarray:
+        """Raw decision function (before temperature) for one already-stripped text."""
+        preprocessed = preprocess(text)
+        total = self.intercept.copy()
+        for tfidf, weights in self.blocks:
+            columns, values = tfidf.transform(preprocessed)
+            total += values @ weights[columns]
+        return total + self._dense_logits(dense)
+
+    def logits_batch(self, texts: Sequence[str], dense: np.ndarray | None = None) -> np.ndarray:
+        """Raw decision function of many texts, shape (n, routes), via sparse products."""
+        preprocessed = [preprocess(text) for text in texts]
+        total = np.tile(self.intercept, (len(texts), 1))
+        for tfidf, weights in self.blocks:
+            total += tfidf.transform_batch(preprocessed) @ weights
+        return total + self._dense_logits(dense)
+
+    def _dense_logits(self, dense: np.ndarray | None) -> np.ndarray | float:
+        if self.dense_weights is None:
+            return 0.0
+        if dense is None:
+            raise ArtifactError("this model needs dense (embedding) features for every text")
+        return dense @ self.dense_weights
+
+    def probabilities(self, text: str, dense: np.ndarray | None = None) -> np.ndarray:
+        return softmax(self.logits(text, dense) / self.temperature)
+
+    def probabilities_batch(
+        self, texts: Sequence[str], dense: np.ndarray | None = None
+    ) -> np.ndarray:
+        return softmax(self.logits_batch(texts, dense) / self.temperature, axis=1)
+
+
+def load_artifact(path: Path) -> tuple[dict, str]:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError as exc:
+        raise ArtifactError(f"no model at {path}; run `support-router train`") from exc
+    try:
+        return json.loads(data), hashlib.sha256(data).hexdigest()
+    except json.JSONDecodeError as exc:
+        raise ArtifactError(f"model artifact {path} is not valid JSON") from exc
