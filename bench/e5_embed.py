@@ -1,9 +1,10 @@
 """What `E5Embedder` costs on this machine: load, single and batched embedding, threads.
 
-Run with `python bench/e5_embed.py [--n 300] [--repeats 3] [--busy 2]` (about three
-minutes on 2 idle cores). Prints figures and machine info; never asserts timings. The messages are
-synthetic support requests of about 100 characters in seven languages (en, de, fr, es,
-it, pt, ru), like the routing data.
+    python bench/e5_embed.py [--n 300] [--repeats 3] [--busy 2]
+
+A few minutes on idle cores, much longer on a busy machine. Prints figures and machine
+info; never asserts timings. The messages are synthetic support requests of about 100
+characters in seven languages (en, de, fr, es, it, pt, ru), like the routing data.
 Timings on a shared machine are noisy: the load average is printed before and after.
 The last section starts `--busy` CPU-bound processes on purpose, to show what each
 `threads` setting does when the cores are contended, and stops them afterwards.
@@ -21,10 +22,14 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 
-from router.models.e5_features import E5Embedder
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.machine import describe_machine  # noqa: E402
+from router.models.e5_features import E5Embedder  # noqa: E402
 
 _TEMPLATES = (
     "Hi, order {n} arrived with a broken {item}. I would like a full refund to my card, please.",
@@ -70,14 +75,21 @@ def _single_latencies(
     return latencies
 
 
-def _batched_per_message(embedder: E5Embedder, texts: list[str], repeats: int) -> float:
-    """Median over repeats of (wall time for all texts) / len(texts)."""
-    runs = []
+def _batched_per_message(
+    embedder: E5Embedder, texts: list[str], repeats: int
+) -> tuple[float, float]:
+    """Median over repeats of wall time and of process CPU time, per message.
+
+    CPU time barely moves when other processes compete, so at `threads=1` it is the
+    cost of a message on an idle core; at more threads it also counts spin-waiting.
+    """
+    walls, cpus = [], []
     for _ in range(repeats):
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         embedder.embed(texts)
-        runs.append((time.perf_counter() - start) / len(texts))
-    return statistics.median(runs)
+        walls.append((time.perf_counter() - start) / len(texts))
+        cpus.append((time.process_time() - cpu_start) / len(texts))
+    return statistics.median(walls), statistics.median(cpus)
 
 
 def _concurrent(
@@ -136,7 +148,7 @@ def _digest_in_subprocess(n: int, omp_threads: str) -> str:
     env = {**os.environ, "OMP_NUM_THREADS": omp_threads}
     here = os.path.dirname(os.path.abspath(__file__))
     done = subprocess.run(
-        [sys.executable, "-c", code, here, str(n)], env=env, capture_output=True, text=True
+        [sys.executable, "-B", "-c", code, here, str(n)], env=env, capture_output=True, text=True
     )
     return done.stdout.strip() or f"failed: {done.stderr.strip()[-200:]}"
 
@@ -174,8 +186,8 @@ def _machine_info() -> list[str]:
     affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else "?"
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     return [
+        f"machine         {describe_machine()}",
         f"platform        {platform.platform()}",
-        f"processor       {platform.processor() or platform.machine()}",
         f"cpu count       {os.cpu_count()} (usable: {affinity})",
         f"python          {platform.python_version()} ({platform.python_implementation()})",
         f"numpy           {np.__version__}",
@@ -226,8 +238,9 @@ def main() -> None:
     for threads in (None, 1):
         for batch_size in _BATCH_SIZES if threads is None else (32,):
             batched = E5Embedder(batch_size=batch_size, threads=threads)
-            per_msg = _batched_per_message(batched, texts, args.repeats)
-            print(f"  threads={threads!s:4} batch_size {batch_size:4d}: {_ms(per_msg)}")
+            wall, cpu = _batched_per_message(batched, texts, args.repeats)
+            label = f"threads={threads!s:4} batch_size {batch_size:4d}"
+            print(f"  {label}: {_ms(wall)}   cpu {_ms(cpu)}")
 
     reference = embedder.embed(texts)
     print("\nsingle-message calls from several threads, threads=None (per message, latency)")

@@ -112,3 +112,40 @@ def plot_confidence_histograms(labels: np.ndarray, confidences: np.ndarray, corr
     axes[0].set_ylabel("requests")
     axes[0].legend(fontsize=7)
     return _save(fig, path)
+
+
+def plot_transitions(matrix: np.ndarray, categories: list[str], path: Path, *,
+                     names: tuple[str, str] = ("A", "B")) -> Path:
+    """Paired plot of outcome transitions: stacked bars for A and B joined by bands whose
+    width is the number of requests that moved from A's outcome (left) to B's (right)."""
+    matrix = np.asarray(matrix, dtype=float)
+    total = matrix.sum() or 1.0
+    colors = ["#55a868", "#c44e52", "#8c8c8c", "#4c72b0", "#dd8452"]
+    fig, ax = plt.subplots(figsize=(6.4, 4.8))
+    left_tops = np.concatenate([[0.0], np.cumsum(matrix.sum(axis=1))]) / total
+    right_tops = np.concatenate([[0.0], np.cumsum(matrix.sum(axis=0))]) / total
+    left_used, right_used = left_tops[:-1].copy(), right_tops[:-1].copy()
+    for i in range(len(categories)):
+        for j in range(len(categories)):
+            h = matrix[i, j] / total
+            if h == 0:
+                continue
+            ys = np.linspace(0, 1, 50)
+            smooth = 3 * ys**2 - 2 * ys**3
+            lower = left_used[i] + (right_used[j] - left_used[i]) * smooth
+            ax.fill_between(0.1 + 0.8 * ys, lower, lower + h, color=colors[i % 5],
+                            alpha=0.25 if i == j else 0.6, lw=0)
+            left_used[i] += h
+            right_used[j] += h
+    for x, tops in ((0.0, left_tops), (0.9, right_tops)):
+        for k, name in enumerate(categories):
+            height = tops[k + 1] - tops[k]
+            ax.bar(x, height, bottom=tops[k], width=0.1, align="edge", color=colors[k % 5])
+            if height > 0.03:
+                count = int(round(height * total))
+                ax.text(x + 0.05, tops[k] + height / 2, f"{name}\n{count}", ha="center",
+                        va="center", fontsize=7, color="white")
+    ax.set_xticks([0.05, 0.95], [f"router {names[0]}", f"router {names[1]}"])
+    ax.set(ylim=(1, 0), xlim=(-0.02, 1.02), yticks=[],
+           title="Outcome per request: A → B (bands: requests that moved)")
+    return _save(fig, path)

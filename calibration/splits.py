@@ -1,7 +1,9 @@
 """Which labelled rows the calibration tooling may use, and for what.
 
-1. Rows the decision model was trained on are never used: a row is dropped when its id
-   or its exact text belongs to the routing data's `train` split (`calibration.data`).
+1. Rows the decision model was fitted on are never used: a row is dropped when its id
+   or its exact text belongs to the routing data's `train` split (the weights) or its
+   `calibration` split (the model's own temperature, two-request setting and default
+   threshold) — see `calibration.data`.
    This applies whatever the backend, so two routers are always judged on the same rows.
 2. The remaining rows are split by their own salted id hash into **fit** (fits the
    calibrator), **certify** (chooses the threshold) and **test** (reported only). The
@@ -24,6 +26,7 @@ from router.decision_log import text_sha
 
 Part = Literal["fit", "certify", "test"]
 PART_SALT = "calibrate-v1"
+MODEL_FIT_SPLITS = frozenset({"train", "calibration"})
 PART_BOUNDS: tuple[tuple[Part, float], ...] = (("fit", 0.3), ("certify", 0.7), ("test", 1.0))
 
 
@@ -53,7 +56,7 @@ def model_train_mask(
     ids: Sequence[str] | np.ndarray, texts: Sequence[str] | None,
     routing_rows: Sequence[LabelledRow],
 ) -> np.ndarray:
-    """True where a row was (or duplicates) a training row of the decision model.
+    """True where a row was (or duplicates) a row the decision model was fitted on.
 
     Parameters
     ----------
@@ -61,9 +64,10 @@ def model_train_mask(
     texts : sequence of str, shape (n,), optional
         Compared by hash with the training texts (a relabelled copy is still seen data).
     routing_rows : sequence of LabelledRow
-        The routing data the model was trained from; its `train` split is excluded.
+        The routing data the model was trained from; its `train` and `calibration`
+        splits are excluded.
     """
-    train = [row for row in routing_rows if split_of(row.id) == "train"]
+    train = [row for row in routing_rows if split_of(row.id) in MODEL_FIT_SPLITS]
     train_ids = {row.id for row in train}
     train_texts = {text_sha(row.text) for row in train}
     mask = np.fromiter((row_id in train_ids for row_id in ids), dtype=bool, count=len(ids))

@@ -62,7 +62,7 @@ case_messages = Table(
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("case_id", String(64), ForeignKey("cases.id"), nullable=False, index=True),
     Column("created_at", DateTime(timezone=True), nullable=False),
-    Column("role", String(16), nullable=False),  # customer | desk
+    Column("role", String(16), nullable=False),  # customer | desk | agent
     Column("text", Text, nullable=False),
     Column("request_id", String(64)),
     Column("decision", Text),  # the router's decision as JSON, on customer messages
@@ -118,6 +118,8 @@ class Turn:
     flow: str | None
     customer_id: str | None
     context: dict[str, Any] = field(default_factory=dict)
+    reply_role: str = "desk"
+    """Who wrote `reply`: `desk` (templates) or `agent` (a person from the human queue)."""
 
 
 def new_case_id() -> str:
@@ -147,6 +149,12 @@ class CaseBook:
             row = conn.execute(select(cases).where(cases.c.id == case_id)).first()
         return _case(row) if row else None
 
+    def with_status(self, status: str) -> list[CaseRow]:
+        """Cases in one status, oldest update first (the human queue reads `handed_off`)."""
+        query = select(cases).where(cases.c.status == status).order_by(cases.c.updated_at)
+        with self._engine.connect() as conn:
+            return [_case(row) for row in conn.execute(query)]
+
     def record(self, case_id: str, turn: Turn) -> CaseRow:
         """Write one turn: the customer's message, the actions, the reply, the new status."""
         now = self._now()
@@ -173,7 +181,7 @@ class CaseBook:
                     observation=obs.model_dump_json(),
                 ))
             conn.execute(insert(case_messages).values(
-                case_id=case_id, created_at=now, role="desk", text=turn.reply,
+                case_id=case_id, created_at=now, role=turn.reply_role, text=turn.reply,
                 request_id=turn.request_id, status=turn.status,
             ))
         row = self.get(case_id)

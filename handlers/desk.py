@@ -9,11 +9,14 @@
   `case_has_held_refund`). A new case gets its id here, so the decision log has it.
 - `handle_message(text, case_id, customer, decision)` acts on the router's decision:
   `refund`/`account` → the deterministic handlers; `clarify` → one question, no change;
-  `other` → hand-off to the human queue (until the fallback agent lands). The turn is
+  `other` → the fallback (`handlers.fallback.responder`: FAQ answer, the customer's own
+  order status, or hand-off to the human queue → `resolved` / `handed_off`). The turn is
   written to the case in one transaction; the reply is a template filled from the
   observations.
 - `list_approvals(status)`, `decide_approval(operation, decision, supervisor)`: the
   supervisor's side of held refunds; the customer's reply is added to the case.
+- `list_handoffs()`, `reply_handoff(case_id, agent, text)`: the human queue
+  (`handlers.fallback.handoffs`).
 - `get_case(case_id)`: the case with its messages, decisions and actions.
 
 Durable: everything a later message or decision needs is read from the database.
@@ -32,6 +35,8 @@ from sqlalchemy import Engine
 from handlers.account import AccountHandler
 from handlers.cases import Action, CaseBook, CaseStatus, Turn, new_case_id
 from handlers.extract import InvalidAmount, parse_amounts
+from handlers.fallback.handoffs import HandoffOutcome, list_handoffs, reply_to_handoff
+from handlers.fallback.responder import Fallback, build_responder
 from handlers.flow import FlowInput, HandlerResult
 from handlers.identity import require_customer
 from handlers.observation import success
@@ -82,12 +87,13 @@ class ApprovalOutcome:
 
 class SupportDesk:
     def __init__(self, store: SqlStore, refunds: RefundService, cases: CaseBook, *,
-                 today: date) -> None:
+                 today: date, fallback: Fallback | None = None) -> None:
         self.store = store
         self.refunds = refunds
         self.cases = cases
         self._refund = RefundHandler(store, refunds, today=today)
         self._account = AccountHandler(store)
+        self._fallback = fallback or build_responder(store)
 
     # -- messages ---------------------------------------------------------------------
 
@@ -152,9 +158,7 @@ class SupportDesk:
         if route == "account":
             return self._account.handle(flow)
         if route == "other":
-            obs = success("handed_off", "sent to the human support queue", queue="human",
-                          next_actions=["human_reply"])
-            return HandlerResult("handed_off", [Action("handoff.human_queue", obs)])
+            return self._fallback.handle(flow)
         obs = success("clarify", "asked the customer to say more; nothing changed",
                       next_actions=["ask_customer"])
         return HandlerResult("awaiting_customer", [Action("desk.clarify", obs)])
@@ -170,6 +174,14 @@ class SupportDesk:
             raise NotFound(f"no case {case_id!r}", code="unknown_case")
         view["refunds"] = [r.as_artifacts() for r in self.refunds.for_case(case_id)]
         return view
+
+    # -- the human queue --------------------------------------------------------------
+
+    def list_handoffs(self) -> list[dict[str, Any]]:
+        return list_handoffs(self.cases)
+
+    def reply_handoff(self, case_id: str, agent: str, text: str) -> HandoffOutcome:
+        return reply_to_handoff(self.cases, case_id, agent=agent, text=text)
 
     # -- approvals --------------------------------------------------------------------
 
@@ -215,12 +227,25 @@ class SupportDesk:
 
 
 def build_desk(engine: Engine, *, fixture_path: Path, today: date,
-               now: Callable[[], datetime] = lambda: datetime.now(UTC)) -> SupportDesk:
-    """Create the store (seeded from the fixture when empty), cases and refund service."""
+               now: Callable[[], datetime] = lambda: datetime.now(UTC),
+               fallback_model: str | None = None, fallback_max_tokens: int = 512,
+               checkpoint_path: Path | None = None) -> SupportDesk:
+    """Create the store (seeded from the fixture when empty), cases and refund service.
+
+    With `fallback_model` (`provider:model`) the `other` route goes to the LangChain
+    agent, checkpointed in `checkpoint_path`; otherwise to the embedded responder.
+    """
     seed_store(engine, load_fixture(fixture_path), today=today)
     store = SqlStore(engine)
+    fallback: Fallback | None = None
+    if fallback_model:
+        from handlers.fallback.agent import build_agent_fallback
+
+        fallback = build_agent_fallback(
+            fallback_model, store, max_tokens=fallback_max_tokens,
+            checkpoint_path=checkpoint_path or Path("var") / "agent-checkpoints.sqlite")
     refunds = RefundService(engine, store, today=today, now=now)
     refunds.create_schema()
     cases = CaseBook(engine, now=now)
     cases.create_schema()
-    return SupportDesk(store, refunds, cases, today=today)
+    return SupportDesk(store, refunds, cases, today=today, fallback=fallback)

@@ -100,7 +100,17 @@ TEMPLATES: dict[str, str] = {
     "preferences_unsupported": "I can't change {unsupported_list}: we don't have that "
                                "setting. I can change marketing e-mails, SMS notifications, "
                                "the language and paperless billing.",
-    # other routes
+    # other routes: the embedded responder
+    "faq_answer": "{answer}",
+    "agent_reply": "{text}",
+    "order_status_shipped": "Order {order_id} ({item}) was placed on {placed_on} and has "
+                            "shipped; the tracking link in your shipping e-mail shows the "
+                            "expected delivery day.",
+    "order_status_delivered": "Order {order_id} ({item}) was delivered on {delivered_on}.",
+    "order_status_cancelled": "Order {order_id} ({item}) was cancelled, so it won't be "
+                              "shipped.",
+    "order_status_open": "Order {order_id} ({item}) was placed on {placed_on} and is "
+                         "{order_status}; it hasn't shipped yet.",
     "handed_off": "I've passed your message to our support team; a person will reply here. "
                   "Nothing has been changed yet.",
     "clarify": "Could you tell me a little more? Is this about a refund for an order, or "

@@ -9,18 +9,20 @@ chosen for one model never silently applies to another.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 from handlers.desk import build_desk
 from router.contracts import Policy, PolicyModel
 from router.db import make_engine
 from router.decision_log import DecisionLog
 from router.errors import ArtifactError
+from router.experiments import ExperimentConfig, VariantConfig
 from router.gateway.deps import Services
 from router.models.breaker import CircuitBreaker, GuardedRouteModel
 from router.models.local import LocalRouteModel
 from router.policy import load_policy
-from router.service import BoundModel, RouterService
-from router.settings import Settings
+from router.service import BoundModel, LiveExperiment, RouterService
+from router.settings import PROJECT_ROOT, Settings
 from router.training import train_local
 
 logger = logging.getLogger(__name__)
@@ -88,16 +90,60 @@ def load_backend(settings: Settings, backend: str) -> BoundModel:
     raise ArtifactError(f"unknown backend {backend!r}; choose local, e5 or typesafe")
 
 
+def _project_path(value: str | Path) -> Path:
+    path = Path(value)
+    return path if path.is_absolute() else PROJECT_ROOT / path
+
+
+def load_variant(settings: Settings, variant: VariantConfig) -> BoundModel:
+    """An experiment variant's model with its own policy; a local policy must name the
+    loaded artifact (a threshold never silently moves to another model)."""
+    if variant.backend == "typesafe":
+        chosen = settings.model_copy(update={"typesafe_model": variant.model or
+                                             settings.typesafe_model})
+        bound = load_typesafe(chosen)
+        return BoundModel(bound.model, load_policy(_project_path(variant.policy))
+                          if variant.policy else bound.policy)
+    if variant.model is None and variant.policy is None:
+        return load_backend(settings, variant.backend)
+    if variant.backend == "e5":
+        from router.models.e5 import E5RouteModel
+
+        model = E5RouteModel.load(_project_path(variant.model or settings.e5_model_path))
+        policy = load_policy(_project_path(variant.policy or settings.e5_policy_path))
+    else:
+        model = LocalRouteModel.load(_project_path(variant.model or settings.local_model_path))
+        policy = load_policy(_project_path(variant.policy or settings.policy_path))
+    if policy.model.name != model.name:
+        raise ArtifactError(
+            f"variant {variant.name!r}: policy {policy.version} is for model "
+            f"{policy.model.name}, but the variant loads {model.name}")
+    return BoundModel(model, policy)
+
+
+def load_experiment(settings: Settings, config: ExperimentConfig) -> LiveExperiment:
+    """Load every live and shadow variant of an experiment."""
+    return LiveExperiment(
+        config,
+        variants={v.name: load_variant(settings, v) for v in config.variants},
+        shadows={v.name: load_variant(settings, v) for v in config.shadows},
+    )
+
+
 def build_router(settings: Settings, log: DecisionLog) -> RouterService:
     local = load_local(settings)
+    experiment = (load_experiment(settings, settings.experiment)
+                  if settings.experiment is not None else None)
     if settings.backend == "local":
-        return RouterService(local, log)
-    return RouterService(load_backend(settings, settings.backend), log, fallback=local)
+        return RouterService(local, log, experiment=experiment)
+    return RouterService(load_backend(settings, settings.backend), log, fallback=local,
+                         experiment=experiment)
 
 
 def build_router_offline(settings: Settings) -> RouterService:
     """A router for one-off CLI use: decisions go to an in-memory log, not the gateway's."""
-    return build_router(settings, DecisionLog(make_engine("sqlite://")))
+    offline = settings.model_copy(update={"experiment": None})
+    return build_router(offline, DecisionLog(make_engine("sqlite://")))
 
 
 def build_services(settings: Settings) -> Services:
@@ -105,6 +151,10 @@ def build_services(settings: Settings) -> Services:
     log = DecisionLog(engine)
     log.create_schema()
     services = Services(settings=settings, engine=engine, router=build_router(settings, log))
-    services.desk = build_desk(engine, fixture_path=settings.store_fixture, today=settings.today)
+    services.desk = build_desk(
+        engine, fixture_path=settings.store_fixture, today=settings.today,
+        fallback_model=settings.fallback_model,
+        fallback_max_tokens=settings.fallback_max_tokens,
+        checkpoint_path=settings.var_dir / "agent-checkpoints.sqlite")
     services.ready = True
     return services

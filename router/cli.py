@@ -12,8 +12,10 @@ from rich.table import Table
 
 from calibration.data import load_labelled
 from calibration.evaluation import evaluate
+from router.cli_compare import register as register_compare_commands
 from router.cli_data import register as register_data_commands
 from router.cli_desk import approvals_app, tasks_app
+from router.cli_fallback import fallback_app
 from router.errors import InvalidInput, SupportRouterError
 from router.policy import load_policy
 from router.rules import RouteRequest
@@ -152,5 +154,7 @@ def eval_command(
 
 
 register_data_commands(app)
+register_compare_commands(app)
 app.add_typer(approvals_app, name="approvals")
 app.add_typer(tasks_app, name="tasks")
+app.add_typer(fallback_app)

@@ -26,7 +26,11 @@ tasks_app = typer.Typer(help="End-to-end task suites for the handlers.", no_args
 
 def _desk(settings: Settings) -> SupportDesk:
     engine = make_engine(settings.resolved_database_url)
-    return build_desk(engine, fixture_path=settings.store_fixture, today=settings.today)
+    return build_desk(
+        engine, fixture_path=settings.store_fixture, today=settings.today,
+        fallback_model=settings.fallback_model,
+        fallback_max_tokens=settings.fallback_max_tokens,
+        checkpoint_path=settings.var_dir / "agent-checkpoints.sqlite")
 
 
 def _fail(exc: SupportRouterError) -> typer.Exit:

@@ -56,7 +56,8 @@ class RouteScores(BaseModel):
         total = sum(probabilities[r] for r in ROUTES)
         probs: dict[Route, float] = {r: float(probabilities[r]) / total for r in ROUTES}
         choice = max(ROUTES, key=lambda r: probs[r])
-        return cls(
+        # Normalised here by construction, so skip re-validating on this hot path.
+        return cls.model_construct(
             model=model,
             probabilities=probs,
             choice=choice,

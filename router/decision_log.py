@@ -50,6 +50,10 @@ decisions = Table(
 )
 
 
+# One statement with bound parameters, so SQLAlchemy compiles it once, not per row.
+_INSERT = insert(decisions)
+
+
 def text_sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -88,7 +92,7 @@ class DecisionLog:
             "variant": decision.variant,
         }
         with self._engine.begin() as conn:
-            conn.execute(insert(decisions).values(**row))
+            conn.execute(_INSERT, row)
 
     def set_outcome(self, request_id: str, outcome: str) -> None:
         with self._engine.begin() as conn:
@@ -98,9 +102,21 @@ class DecisionLog:
                 .values(outcome=outcome)
             )
 
-    def rows(self, *, since: datetime | None = None) -> list[dict]:
+    def set_shadow(self, request_id: str, shadow: dict) -> None:
+        """Record the shadow variants' decisions next to the live one (JSON)."""
+        with self._engine.begin() as conn:
+            conn.execute(
+                update(decisions)
+                .where(decisions.c.request_id == request_id)
+                .values(shadow=json.dumps(shadow))
+            )
+
+    def rows(self, *, since: datetime | None = None,
+             experiment: str | None = None) -> list[dict]:
         query = select(decisions).order_by(decisions.c.created_at)
         if since is not None:
             query = query.where(decisions.c.created_at >= since)
+        if experiment is not None:
+            query = query.where(decisions.c.experiment == experiment)
         with self._engine.connect() as conn:
             return [dict(r._mapping) for r in conn.execute(query)]

@@ -1,15 +1,22 @@
-"""The router as one callable: rules, then the decision model under its policy, then the log."""
+"""The router as one callable: rules, then the decision model under its policy, then the log.
+
+With an experiment (`router.experiments`), each request is decided by its assigned live
+variant's model and policy, logged with the experiment and variant names; shadow variants
+score the same request on a background thread after the live decision is logged, and
+their decisions go into the same row's `shadow` column. The response never depends on them.
+"""
 
 from __future__ import annotations
 
 import threading
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from router.contracts import Decision, Policy
 from router.decision_log import DecisionLog
 from router.errors import ModelUnavailable
+from router.experiments import ExperimentConfig, ShadowWorker, assign, assignment_unit
 from router.models.base import DecisionModel
 from router.policy import decide
 from router.rules import DEFAULT_RULES, RouteRequest, Rule, first_rule_hit
@@ -21,6 +28,15 @@ class BoundModel:
 
     model: DecisionModel
     policy: Policy
+
+
+@dataclass(frozen=True)
+class LiveExperiment:
+    """An experiment's configuration with each variant's model and policy loaded."""
+
+    config: ExperimentConfig
+    variants: dict[str, BoundModel]
+    shadows: dict[str, BoundModel] = field(default_factory=dict)
 
 
 def new_request_id() -> str:
@@ -35,16 +51,25 @@ class RouterService:
         *,
         fallback: BoundModel | None = None,
         rules: Sequence[Rule] = DEFAULT_RULES,
+        experiment: LiveExperiment | None = None,
     ) -> None:
         self._primary = primary
         self._fallback = fallback
         self._log = log
         self._rules = tuple(rules)
         self._lock = threading.Lock()
+        self._experiment = experiment
+        self.shadow_worker: ShadowWorker | None = None
+        if experiment is not None and experiment.shadows:
+            self.shadow_worker = ShadowWorker(maxsize=experiment.config.shadow_queue_size)
 
     @property
     def primary(self) -> BoundModel:
         return self._primary
+
+    @property
+    def experiment(self) -> LiveExperiment | None:
+        return self._experiment
 
     def swap_policy(self, policy: Policy) -> Policy:
         """Switch the primary model's policy atomically; in-flight requests keep the old one."""
@@ -53,10 +78,24 @@ class RouterService:
             self._primary = BoundModel(self._primary.model, policy)
         return previous
 
+    def variant_for(self, request: RouteRequest, request_id: str) -> str | None:
+        """The live variant assigned to this request's customer (or case), if any."""
+        if self._experiment is None:
+            return None
+        unit = assignment_unit(customer=request.customer, case_id=request.case_id,
+                               request_id=request_id)
+        return assign(self._experiment.config, unit).name
+
     def decide(self, request: RouteRequest, *, request_id: str | None = None) -> Decision:
-        """Decide without logging (used by shadow scoring and offline tools)."""
+        """Decide without logging (used by offline tools)."""
         request_id = request_id or new_request_id()
-        bound = self._primary
+        variant = self.variant_for(request, request_id)
+        bound = (self._primary if variant is None or self._experiment is None
+                 else self._experiment.variants[variant])
+        return self._decide_with(bound, request, request_id, variant)
+
+    def _decide_with(self, bound: BoundModel, request: RouteRequest, request_id: str,
+                     variant: str | None, *, use_fallback: bool = True) -> Decision:
         hit = first_rule_hit(request, self._rules)
         if hit is not None:
             return Decision(
@@ -65,19 +104,49 @@ class RouterService:
                 scores=None,
                 threshold=bound.policy.threshold,
                 policy_version=bound.policy.version,
+                variant=variant,
                 reason=f"rule:{hit.name}",
                 model="rules",
             )
         try:
-            return decide(bound.model.score(request.text), bound.policy, request_id=request_id)
+            return decide(bound.model.score(request.text), bound.policy, request_id=request_id,
+                          variant=variant)
         except ModelUnavailable:
-            if self._fallback is None:
+            if self._fallback is None or not use_fallback:
                 raise
             fallback = self._fallback
             scores = fallback.model.score(request.text)
-            return decide(scores, fallback.policy, request_id=request_id, model_unavailable=True)
+            return decide(scores, fallback.policy, request_id=request_id, variant=variant,
+                          model_unavailable=True)
 
     def route(self, request: RouteRequest, *, request_id: str | None = None) -> Decision:
         decision = self.decide(request, request_id=request_id)
-        self._log.append(decision, text=request.text, case_id=request.case_id)
+        experiment = self._experiment.config.name if self._experiment else None
+        self._log.append(decision, text=request.text, case_id=request.case_id,
+                         experiment=experiment)
+        if self.shadow_worker is not None:
+            self.shadow_worker.submit(lambda: self._score_shadows(request, decision.request_id))
         return decision
+
+    def _score_shadows(self, request: RouteRequest, request_id: str) -> None:
+        """Score with every shadow variant and record their decisions on the live row."""
+        assert self._experiment is not None
+        out: dict[str, dict] = {}
+        for name, bound in self._experiment.shadows.items():
+            try:
+                d = self._decide_with(bound, request, request_id, name, use_fallback=False)
+            except ModelUnavailable as exc:
+                out[name] = {"error": exc.code}
+                continue
+            out[name] = {"route": d.route, "reason": d.reason, "model": d.model,
+                         "policy_version": d.policy_version, "threshold": d.threshold,
+                         "choice": d.scores.choice if d.scores else None,
+                         "confidence": d.scores.confidence if d.scores else None,
+                         "probabilities": dict(d.scores.probabilities) if d.scores else None}
+        first = next(iter(out.values()), {})
+        self._log.set_shadow(request_id, {"choice": first.get("choice"), "variants": out})
+
+    def close(self) -> None:
+        """Finish queued shadow work and stop its thread."""
+        if self.shadow_worker is not None:
+            self.shadow_worker.close()

@@ -15,6 +15,8 @@ from typing import Literal
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from router.experiments import ExperimentConfig
+
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -61,6 +63,16 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
     max_text_chars: int = 8000
+
+    # The `other` route's fallback: `provider:model` for LangChain's `init_chat_model`
+    # (the agent, checkpointed in var_dir); unset → the embedded FAQ responder.
+    fallback_model: str | None = None
+    fallback_max_tokens: int = Field(default=512, ge=16, le=8192)
+
+    # An online experiment (JSON in SUPPORT_ROUTER_EXPERIMENT; see router/experiments.py):
+    # {"name", "salt", "variants": [{name, backend, model, policy, weight}], "shadows": [...],
+    #  "planned_requests"}. None: every request goes to the configured backend.
+    experiment: ExperimentConfig | None = None
 
     @field_validator(
         "var_dir",

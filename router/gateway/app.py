@@ -11,7 +11,7 @@ from fastapi import FastAPI, Request, Response
 from router.bootstrap import build_services
 from router.gateway.deps import Services
 from router.gateway.errors import install_error_handlers
-from router.gateway.routes import admin, approvals, cases, health, messages, route
+from router.gateway.routes import admin, approvals, cases, handoffs, health, messages, route
 from router.settings import Settings, get_settings
 
 ROUTERS = [
@@ -20,6 +20,7 @@ ROUTERS = [
     messages.router,
     approvals.router,
     cases.router,
+    handoffs.router,
     admin.router,
 ]
 REQUEST_ID_HEADER = "X-Request-ID"
@@ -33,6 +34,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         if services is None:
             app.state.services = build_services(settings or get_settings())
         yield
+        app.state.services.router.close()
         app.state.services.engine.dispose()
 
     app = FastAPI(

@@ -106,3 +106,30 @@ class CaseOut(BaseModel):
     decisions: list[dict[str, Any]]
     actions: list[dict[str, Any]]
     refunds: list[dict[str, Any]]
+
+
+class HandoffRow(BaseModel):
+    case_id: str
+    customer_id: str | None
+    since: datetime
+    reason: str | None
+    summary: str | None
+    last_customer_message: str | None
+
+
+class HandoffReplyIn(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"agent": "sam", "text": "Hi Ana, your parcel is "
+                                         "with the courier; I've asked them to call you."}]},
+    )
+
+    agent: SupervisorName
+    text: CustomerText
+
+
+class HandoffReplyOut(BaseModel):
+    case_id: str
+    agent: str
+    reply: str
+    case_status: str

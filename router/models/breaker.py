@@ -1,4 +1,4 @@
-"""A circuit breaker, and a decision model that falls back when its primary cannot answer.
+"""A circuit breaker, and a decision model guarded by it.
 
 Why: when the TypeSafe server is down, every message would otherwise wait through its
 timeouts and retries before falling back. After `failure_threshold` consecutive failures
@@ -20,7 +20,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Literal, NamedTuple, TypeVar
+from typing import Literal, TypeVar
 
 from router.contracts import RouteScores
 from router.errors import ModelUnavailable
@@ -91,12 +91,12 @@ class CircuitBreaker:
             if self._state == "open":
                 wait = self.reset_s - (self._clock() - self._opened_at)
                 if wait > 0:
-                    raise ModelUnavailable(f"circuit open; next probe in {wait:.1f}s",
-                                           retry_after_s=wait)
+                    raise ModelUnavailable(
+                        f"circuit open; next probe in {wait:.1f}s", retry_after_s=wait
+                    )
                 self._state = "half_open"
             if self._probe_in_flight:
-                raise ModelUnavailable("circuit half-open; a probe is in flight",
-                                       retry_after_s=0.0)
+                raise ModelUnavailable("circuit half-open; a probe is in flight", retry_after_s=0.0)
             self._probe_in_flight = True
             return True
 
@@ -115,8 +115,12 @@ class CircuitBreaker:
         if state == "open":
             self._opened_at = self._clock()
         if state != self._state:
-            logger.warning("circuit breaker %s -> %s after %d consecutive failures",
-                           self._state, state, self._failures)
+            logger.warning(
+                "circuit breaker %s -> %s after %d consecutive failures",
+                self._state,
+                state,
+                self._failures,
+            )
         self._state = state
 
 
@@ -146,59 +150,3 @@ class GuardedRouteModel:
     def score_batch(self, texts: Sequence[str]) -> list[RouteScores]:
         """One breaker call for the whole batch, so a batch never mixes two models."""
         return self.breaker.call(lambda: self.primary.score_batch(texts))
-
-
-class Scored(NamedTuple):
-    """Scores plus whether the fallback produced them (then the decision says
-    `reason="model_unavailable"` and `scores.model` names the model that answered)."""
-
-    scores: RouteScores
-    fell_back: bool
-
-
-class FallbackRouteModel:
-    """A `DecisionModel` that asks `primary` through `breaker` and `fallback` when it can't.
-
-    `name` is the primary's: it is the model the policy was configured for. Which model
-    actually answered is in `RouteScores.model`; a calibrator fitted for the primary must
-    not be applied to fallback scores, which is why `score_with_source` reports it.
-    Only `ModelUnavailable` falls back; any other exception from the primary is a bug and
-    propagates (after counting as a breaker failure).
-    """
-
-    def __init__(
-        self, primary: DecisionModel, fallback: DecisionModel, breaker: CircuitBreaker
-    ) -> None:
-        self.guarded = GuardedRouteModel(primary, breaker)
-        self.fallback = fallback
-
-    @property
-    def name(self) -> str:
-        return self.guarded.name
-
-    @property
-    def state(self) -> BreakerState:
-        return self.guarded.state
-
-    def score_with_source(self, text: str) -> Scored:
-        try:
-            return Scored(self.guarded.score(text), False)
-        except ModelUnavailable as error:
-            logger.warning("%s unavailable (%s); answering with %s",
-                           self.name, error, self.fallback.name)
-            return Scored(self.fallback.score(text), True)
-
-    def score(self, text: str) -> RouteScores:
-        return self.score_with_source(text).scores
-
-    def score_batch_with_source(self, texts: Sequence[str]) -> tuple[list[RouteScores], bool]:
-        """The batch falls back as a whole, never half one model and half the other."""
-        try:
-            return self.guarded.score_batch(texts), False
-        except ModelUnavailable as error:
-            logger.warning("%s unavailable for a batch of %d (%s); answering with %s",
-                           self.name, len(texts), error, self.fallback.name)
-            return self.fallback.score_batch(texts), True
-
-    def score_batch(self, texts: Sequence[str]) -> list[RouteScores]:
-        return self.score_batch_with_source(texts)[0]

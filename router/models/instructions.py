@@ -129,11 +129,14 @@ def _may_steer(segment: str) -> bool:
     return any(stem in folded for stem in _STEERING_STEMS)
 
 
-def is_instruction(segment: str) -> bool:
-    return bool(_ROLE_TAG.search(segment) or (_may_steer(segment) and _STEERING.search(segment)))
+def is_instruction(segment: str, *, may_steer: bool = True) -> bool:
+    """`may_steer=False` (no stem anywhere in the message) skips the costly alternation."""
+    if _ROLE_TAG.search(segment):
+        return True
+    return may_steer and _may_steer(segment) and bool(_STEERING.search(segment))
 
 
-def _kept_segments(line: str) -> list[str]:
+def _kept_segments(line: str, *, may_steer: bool) -> list[str]:
     """Sentences of a line that are not instructions.
 
     An instruction that ends in a colon ("SYSTEM NOTE:", "Route:") also takes the
@@ -142,7 +145,7 @@ def _kept_segments(line: str) -> list[str]:
     kept: list[str] = []
     skip_next = False
     for segment in _SEGMENT_END.split(line):
-        instruction = is_instruction(segment)
+        instruction = is_instruction(segment, may_steer=may_steer)
         if not (skip_next or instruction):
             kept.append(segment.strip())
         skip_next = instruction and segment.rstrip().endswith((":", ">", "-", "–"))
@@ -152,5 +155,10 @@ def _kept_segments(line: str) -> list[str]:
 def strip_instructions(text: str) -> str:
     """The text with every instruction-like line or sentence removed."""
     text = _TAG_BLOCK.sub(" ", _JSON_BLOB.sub(" ", text))
-    kept = [segment for line in text.splitlines() for segment in _kept_segments(line)]
+    may_steer = _may_steer(text)  # a stem in any segment is a stem in the whole text
+    kept = [
+        segment
+        for line in text.splitlines()
+        for segment in _kept_segments(line, may_steer=may_steer)
+    ]
     return " ".join(s for s in kept if s)

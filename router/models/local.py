@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -157,8 +158,13 @@ class LocalRouteModel:
 
     @classmethod
     def load(cls, path: Path) -> LocalRouteModel:
-        artifact, sha = load_artifact(path)
-        return cls(artifact, sha)
+        """Load an artifact; the same unchanged file is parsed once per process."""
+        try:
+            stat = path.stat()
+        except FileNotFoundError:
+            stat = None
+        key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size) if stat else None
+        return _load_cached(path, key) if key else cls(*load_artifact(path))
 
     @property
     def name(self) -> str:
@@ -190,3 +196,9 @@ class LocalRouteModel:
     def _to_scores(self, probabilities: np.ndarray) -> RouteScores:
         probs = dict(zip(ROUTES, probabilities, strict=True))
         return RouteScores.from_probabilities(self._name, probs)
+
+
+@lru_cache(maxsize=4)
+def _load_cached(path: Path, key: tuple[str, int, int]) -> LocalRouteModel:
+    """`key` (path, mtime, size) makes a rewritten artifact a cache miss."""
+    return LocalRouteModel(*load_artifact(path))

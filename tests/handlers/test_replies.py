@@ -56,7 +56,8 @@ SAMPLE = {
     "refund_id": 3, "operation": "op-1", "kind": "shipping", "missing": ["city"],
     "line1": "1 A St", "postal_code": "1", "city": "C", "country": "DE",
     "changes": {"language": "es"}, "unchanged": {"sms_notifications": "on"},
-    "unsupported": ["dark mode"],
+    "unsupported": ["dark mode"], "answer": "Returns are free.", "placed_on": "2026-01-01",
+    "text": "Returns are free.",
 }
 
 

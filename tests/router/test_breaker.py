@@ -1,4 +1,4 @@
-"""The circuit breaker (fake clock) and the fallback model against real servers on loopback.
+"""The circuit breaker (fake clock) and the router's fallback against real servers on loopback.
 
 The failing primary is the real TypeSafe backend pointed at `jevcompat proxy` whose upstream
 is not running: every request gets a real 502. Recovery is the upstream `jevcompat mock`
@@ -13,10 +13,14 @@ from collections.abc import Sequence
 
 import pytest
 
-from router.contracts import RouteScores
+from router.contracts import Decision, Policy, PolicyModel, RouteScores
+from router.db import make_engine
+from router.decision_log import DecisionLog
 from router.errors import ModelUnavailable
 from router.models.base import DecisionModel
-from router.models.breaker import CircuitBreaker, FallbackRouteModel, GuardedRouteModel
+from router.models.breaker import CircuitBreaker, GuardedRouteModel
+from router.rules import RouteRequest
+from router.service import BoundModel, RouterService
 from tests.router.test_typesafe import (
     REFUND_TEXT,
     Sleeps,
@@ -67,6 +71,7 @@ def _trip(breaker: CircuitBreaker, times: int) -> None:
 
 
 # ---------------------------------------------------------------- the breaker alone
+
 
 def test_opens_after_consecutive_failures_and_then_refuses_without_calling() -> None:
     breaker = CircuitBreaker(failure_threshold=3, reset_s=10, clock=FakeClock())
@@ -142,60 +147,80 @@ def test_a_stale_success_does_not_close_an_open_breaker() -> None:
     assert breaker.state == "open"
 
 
-# ---------------------------------------------------------------- fallback, real servers
+# ------------------------------------------------- fallback through RouterService, real servers
+
+POLICY_LOCAL = Policy(
+    version="local-v", model=PolicyModel(backend="local", name="fake-local"), threshold=0.3
+)
+POLICY_REMOTE = Policy(
+    version="remote-v", model=PolicyModel(backend="typesafe", name="ts"), threshold=0.3
+)
+
+
+def _router(primary: DecisionModel, local: FixedModel) -> RouterService:
+    log = DecisionLog(make_engine("sqlite://"))
+    log.create_schema()
+    return RouterService(
+        BoundModel(primary, POLICY_REMOTE), log, fallback=BoundModel(local, POLICY_LOCAL)
+    )
+
+
+def _decide(router: RouterService) -> Decision:
+    return router.route(RouteRequest(text=REFUND_TEXT))
+
 
 def test_repeated_5xx_opens_the_breaker_and_recovery_closes_it() -> None:
     clock, sleeps, local = FakeClock(), Sleeps(), FixedModel()
     upstream_port = free_port()
     with jevcompat_proxy(f"http://127.0.0.1:{upstream_port}") as url:
-        primary = make_model(url, sleeps=sleeps, max_attempts=2)
-        model = FallbackRouteModel(primary, local, CircuitBreaker(
-            failure_threshold=2, reset_s=30, clock=clock))
-        assert isinstance(model, DecisionModel)
+        remote = make_model(url, sleeps=sleeps, max_attempts=2)
+        guarded = GuardedRouteModel(
+            remote, CircuitBreaker(failure_threshold=2, reset_s=30, clock=clock)
+        )
+        router = _router(guarded, local)
 
         for expected_state in ("closed", "open"):  # two real 502s, each after 2 attempts
-            scores, fell_back = model.score_with_source(REFUND_TEXT)
-            assert fell_back and scores.model == "fake-local"
-            assert model.state == expected_state
+            decision = _decide(router)
+            assert (decision.reason, decision.model) == ("model_unavailable", "fake-local")
+            assert decision.policy_version == "local-v"  # the fallback's own policy
+            assert guarded.state == expected_state
         assert len(sleeps) == 2
 
-        scores, fell_back = model.score_with_source(REFUND_TEXT)  # open: no request at all
-        assert fell_back and scores.model == "fake-local"
+        decision = _decide(router)  # open: no request at all
+        assert decision.reason == "model_unavailable"
         assert len(sleeps) == 2
 
         clock.advance(30)
-        assert model.state == "half_open"
-        assert model.score_with_source(REFUND_TEXT).fell_back  # the probe fails
-        assert model.state == "open"
+        assert guarded.state == "half_open"
+        assert _decide(router).reason == "model_unavailable"  # the probe fails
+        assert guarded.state == "open"
 
         with jevcompat_mock(port=upstream_port):  # the server recovers
             clock.advance(30)
-            scores, fell_back = model.score_with_source(REFUND_TEXT)
-            assert not fell_back
-            assert scores.model == primary.name
-            assert model.state == "closed"
-            assert model.score_batch([REFUND_TEXT, "where is my parcel?"])[0] == scores
+            decision = _decide(router)
+            assert decision.reason != "model_unavailable"
+            assert decision.model == remote.name
+            assert decision.policy_version == "remote-v"
+            assert guarded.state == "closed"
     assert local.calls == 4
 
 
-def test_batch_falls_back_as_a_whole_when_open() -> None:
-    clock, local = FakeClock(), FixedModel()
-    breaker = CircuitBreaker(failure_threshold=1, reset_s=30, clock=clock)
+def test_open_breaker_refuses_at_once() -> None:
+    breaker = CircuitBreaker(failure_threshold=1, reset_s=30, clock=FakeClock())
     _trip(breaker, 1)
     primary = make_model(f"http://127.0.0.1:{free_port()}")
-    model = FallbackRouteModel(primary, local, breaker)
-    scores, fell_back = model.score_batch_with_source(["a", "b"])
-    assert fell_back and [s.model for s in scores] == ["fake-local", "fake-local"]
     with pytest.raises(ModelUnavailable, match="circuit open"):
         GuardedRouteModel(primary, breaker).score("a")
+    with pytest.raises(ModelUnavailable, match="circuit open"):
+        GuardedRouteModel(primary, breaker).score_batch(["a", "b"])
 
 
 def test_wrong_key_falls_back_at_once_and_other_errors_propagate() -> None:
     local, sleeps = FixedModel(), Sleeps()
     with jevcompat_mock("--key", "right-key") as url:
-        primary = make_model(url, sleeps=sleeps, api_key="wrong-key")
-        model = FallbackRouteModel(primary, local, CircuitBreaker(failure_threshold=5))
-        assert model.score_with_source(REFUND_TEXT).fell_back
+        remote = make_model(url, sleeps=sleeps, api_key="wrong-key")
+        router = _router(GuardedRouteModel(remote, CircuitBreaker(failure_threshold=5)), local)
+        assert _decide(router).reason == "model_unavailable"
     assert sleeps == []
 
     class Broken(FixedModel):
@@ -206,5 +231,5 @@ def test_wrong_key_falls_back_at_once_and_other_errors_propagate() -> None:
 
     breaker = CircuitBreaker(failure_threshold=5)
     with pytest.raises(ValueError, match="bug"):
-        FallbackRouteModel(Broken(), local, breaker).score("x")
+        _decide(_router(GuardedRouteModel(Broken(), breaker), local))
     assert breaker.consecutive_failures == 1
