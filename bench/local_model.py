@@ -24,8 +24,8 @@ from calibration.data import load_labelled, select_split  # noqa: E402
 from router.models.local import (  # noqa: E402
     LocalRouteModel,
     TrainOptions,
-    label_indices,
     build_pipeline,
+    label_indices,
     prepare_text,  # noqa: E402
 )
 from router.settings import PROJECT_ROOT  # noqa: E402

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Mapping
 
 import numpy as np
 from scipy.stats import chi2_contingency, chisquare
@@ -22,7 +23,7 @@ from scipy.stats import chi2_contingency, chisquare
 from calibration.bootstrap import bootstrap_routing
 from calibration.compare import DECISIONS, RouterRun, compare_routers
 from calibration.metrics import outcomes
-from router.contracts import Policy, PolicyModel
+from router.contracts import Backend, Policy, PolicyModel
 
 SRM_P = 0.001
 """Sample-ratio mismatch is flagged below this p-value (the usual, strict, SRM level)."""
@@ -101,13 +102,13 @@ def _variant_figures(rows: list[dict], shadow_names: list[str]) -> dict:
 
 def _stub_policy(version: str, model: str, threshold: float) -> Policy:
     """A policy record rebuilt from the log (for labelling a compare; no guarantee)."""
-    backend = "typesafe" if model.startswith("typesafe:") else (
+    backend: Backend = "typesafe" if model.startswith("typesafe:") else (
         "e5" if model.startswith("e5") else "local")
     return Policy(version=version, model=PolicyModel(backend=backend, name=model),
                   threshold=threshold)
 
 
-def _labelled(rows: list[dict], labels: dict[str, str], shadow_names: list[str], *,
+def _labelled(rows: list[dict], labels: Mapping[str, str], shadow_names: list[str], *,
               cost_misroute: float, cost_clarify: float, n_boot: int, seed: int) -> dict:
     """Routing rates per live variant and live-vs-shadow paired comparisons."""
     scored = [r for r in rows if r["request_id"] in labels and r.get("choice") is not None]
@@ -161,7 +162,7 @@ def horizon_status(n: int, planned: int | None) -> dict:
 
 
 def ab_report(rows: list[dict], *, experiment: str, expected_shares: dict[str, float] | None,
-              planned_requests: int | None = None, labels: dict[str, str] | None = None,
+              planned_requests: int | None = None, labels: Mapping[str, str] | None = None,
               cost_misroute: float = 10.0, cost_clarify: float = 1.0, n_boot: int = 1000,
               seed: int = 0) -> dict:
     """Every figure of the experiment report.

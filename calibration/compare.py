@@ -157,7 +157,7 @@ def _columns(run: RouterRun, labels: np.ndarray, cost: np.ndarray) -> np.ndarray
     return np.column_stack([cells, run.choices == labels, cost])
 
 
-def _figures(sums: np.ndarray, n: np.ndarray) -> dict[str, np.ndarray]:
+def _figures(sums: np.ndarray, n: np.ndarray | float) -> dict[str, np.ndarray]:
     """Metrics from column sums (..., 7) over n rows."""
     rates = routing_rates(sums[..., :5])
     return {"accuracy": sums[..., 5] / n, **rates, "cost_per_request": sums[..., 6] / n}
@@ -192,7 +192,7 @@ def paired_bootstrap(labels: np.ndarray, a: RouterRun, b: RouterRun, *, cost_mis
     n = len(labels)
     cols = [_columns(r, labels, cost_per_row(r.outcome, cost_misroute=cost_misroute,
                                              cost_clarify=cost_clarify)) for r in (a, b)]
-    points = [_figures(c.sum(axis=0), np.float64(max(n, 1))) for c in cols]
+    points = [_figures(c.sum(axis=0), float(max(n, 1))) for c in cols]
     draws: list[list[dict[str, np.ndarray]]] = [[], []]
     if n:
         for weights in _resample_batches(n, n_boot, seed):

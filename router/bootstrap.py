@@ -18,6 +18,7 @@ from router.decision_log import DecisionLog
 from router.errors import ArtifactError
 from router.experiments import ExperimentConfig, VariantConfig
 from router.gateway.deps import Services
+from router.models.base import DecisionModel
 from router.models.breaker import CircuitBreaker, GuardedRouteModel
 from router.models.local import LocalRouteModel
 from router.policy import load_policy
@@ -106,6 +107,7 @@ def load_variant(settings: Settings, variant: VariantConfig) -> BoundModel:
                           if variant.policy else bound.policy)
     if variant.model is None and variant.policy is None:
         return load_backend(settings, variant.backend)
+    model: DecisionModel
     if variant.backend == "e5":
         from router.models.e5 import E5RouteModel
 

@@ -77,7 +77,7 @@ def train_local(
         from router.models.e5 import E5RouteModel, train_e5_artifact
         from router.models.e5_features import E5Embedder
 
-        embedder = E5Embedder()
+        embedder = E5Embedder(threads=1)
         artifact = train_e5_artifact(
             *args, embedder=embedder, options=options, data_sha=data_sha(rows)
         )

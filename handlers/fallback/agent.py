@@ -55,6 +55,7 @@ from handlers.flow import FlowInput, HandlerResult
 from handlers.identity import identify
 from handlers.observation import fail, success
 from handlers.store import Account, Store
+from router.errors import ModelUnavailable
 
 SYSTEM_PROMPT = """You answer customer questions for an online shop's support desk.
 Use only the tools' results: the FAQ and policy sections, and the status of the
@@ -83,7 +84,11 @@ def load_chat_model(spec: str, *, max_tokens: int) -> BaseChatModel:
     """`provider:model` through LangChain's `init_chat_model` (imports the provider)."""
     from langchain.chat_models import init_chat_model
 
-    return init_chat_model(spec, max_tokens=max_tokens)
+    try:
+        return init_chat_model(spec, max_tokens=max_tokens)
+    except (ImportError, ValueError) as exc:
+        raise ModelUnavailable(f"cannot load the fallback model {spec!r}: {exc}",
+                               code="fallback_model_unavailable") from exc
 
 
 def sqlite_checkpointer(path: Path) -> BaseCheckpointSaver:

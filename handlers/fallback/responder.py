@@ -92,8 +92,8 @@ class Responder:
         if order_ids:
             return self._order_status(flow, order_ids)
         hit = self.faq.index.best(flow.text)
-        facts = {"section": hit.section.id, "score": round(hit.score, 4),
-                 "threshold": round(self.faq.threshold, 4)}
+        facts: dict[str, Any] = {"section": hit.section.id, "score": round(hit.score, 4),
+                                 "threshold": round(self.faq.threshold, 4)}
         if hit.score < self.faq.threshold:
             return handoff("no_confident_answer", "no FAQ section matches confidently",
                            **facts)

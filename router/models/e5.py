@@ -103,7 +103,7 @@ class E5RouteModel:
     @classmethod
     def load(cls, path: Path, embedder: E5Embedder | None = None) -> E5RouteModel:
         artifact, sha = load_artifact(path)
-        return cls(artifact, sha, embedder or E5Embedder())
+        return cls(artifact, sha, embedder or E5Embedder(threads=1))
 
     @property
     def name(self) -> str:

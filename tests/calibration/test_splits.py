@@ -36,15 +36,17 @@ def test_without_a_calibrator_the_fit_part_joins_certify() -> None:
     assert np.array_equal(without.test, with_fit.test)
 
 
-def test_rows_the_model_was_trained_on_are_never_used() -> None:
+def test_rows_the_model_was_fitted_on_are_never_used() -> None:
     routing = [LabelledRow(id=f"enc-{i:04d}", text=f"message number {i}", label="refund")
                for i in range(200)]
     train = [r for r in routing if split_of(r.id) == "train"]
-    held = [r for r in routing if split_of(r.id) != "train"]
-    ids = [train[0].id, held[0].id, "new-1", "new-2"]
-    texts = ["other text", held[0].text, train[1].text, "fresh text"]  # new-1 copies a train text
+    calibration = [r for r in routing if split_of(r.id) == "calibration"]
+    test = [r for r in routing if split_of(r.id) == "test"]
+    ids = [train[0].id, test[0].id, "new-1", "new-2", calibration[0].id]
+    # new-1 copies a train text; the calibration row fitted the model's temperature
+    texts = ["other text", test[0].text, train[1].text, "fresh text", calibration[0].text]
     mask = model_train_mask(ids, texts, routing)
-    assert mask.tolist() == [True, False, True, False]
+    assert mask.tolist() == [True, False, True, False, True]
     parts = assign_parts(ids, excluded=mask)
     used = {*parts.fit, *parts.certify, *parts.test}
-    assert used == {1, 3} and parts.n_excluded_train == 2
+    assert used == {1, 3} and parts.n_excluded_train == 3

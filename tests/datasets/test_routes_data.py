@@ -61,7 +61,9 @@ def test_no_templated_near_duplicates(rows: list[LabelledRow]) -> None:
     similarity = (matrix @ matrix.T).toarray()
     np.fill_diagonal(similarity, 0.0)
     i, j = np.nonzero(np.triu(similarity > 0.9))
-    pairs = [(rows[a].id, rows[b].id, rows[a].text, rows[b].text) for a, b in zip(i, j)]
+    pairs = [
+        (rows[a].id, rows[b].id, rows[a].text, rows[b].text) for a, b in zip(i, j, strict=True)
+    ]
     assert not pairs, pairs[:10]
 
 

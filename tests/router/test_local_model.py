@@ -14,9 +14,9 @@ from router.models.linear import LinearRouteScorer, artifact_from_fitted, save_a
 from router.models.local import (
     LocalRouteModel,
     TrainOptions,
-    label_indices,
     build_pipeline,
     fit_temperature,
+    label_indices,
     train_artifact,
 )
 from router.settings import PROJECT_ROOT
