@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 import httpx
@@ -69,23 +70,22 @@ def wait_ready(base: str, timeout_s: float = 180.0) -> None:
 
 async def load(
     base: str, texts: list[str], clients: int, seconds: float
-) -> tuple[list[float], int]:
+) -> tuple[list[float], Counter[str]]:
     latencies: list[float] = []
-    errors = 0
+    errors: Counter[str] = Counter()
     deadline = time.monotonic() + seconds
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
 
     async def client(index: int, http: httpx.AsyncClient) -> None:
-        nonlocal errors
         i = index
         while time.monotonic() < deadline:
             start = time.perf_counter()
             try:
                 response = await http.post(f"{base}/v1/route", json={"text": texts[i % len(texts)]})
                 if response.status_code != 200:
-                    errors += 1
-            except httpx.HTTPError:
-                errors += 1
+                    errors[str(response.status_code)] += 1
+            except httpx.HTTPError as exc:
+                errors[type(exc).__name__] += 1
             latencies.append(time.perf_counter() - start)
             i += clients
 
@@ -124,7 +124,10 @@ def main() -> None:
         f"POST /v1/route, {args.clients} clients, {args.workers} worker(s), {args.seconds:.0f} s, "
         "load generator in the same machine"
     )
-    print(f"requests: {len(ms)}  errors: {errors}  throughput: {len(ms) / elapsed:,.0f} req/s")
+    print(
+        f"requests: {len(ms)}  errors: {sum(errors.values())} {dict(errors)}  "
+        f"throughput: {len(ms) / elapsed:,.0f} req/s"
+    )
     print(f"latency: p50 {np.percentile(ms, 50):.1f} ms  p99 {np.percentile(ms, 99):.1f} ms")
 
 
