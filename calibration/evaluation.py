@@ -17,10 +17,18 @@ from router.contracts import ROUTES, Policy, RouteScores
 from router.policy import apply_calibrator, top2_margin
 
 
-def evaluate(labels: Sequence[str], scores: Sequence[RouteScores], policy: Policy) -> dict:
+def evaluate(
+    labels: Sequence[str],
+    scores: Sequence[RouteScores],
+    policy: Policy,
+    *,
+    tags: Sequence[Sequence[str]] | None = None,
+) -> dict:
     """Model metrics on the raw choice plus routing metrics at the policy.
 
     Scores are recalibrated with the policy's calibrator first, exactly as the gateway does.
+    With `tags` (one list per row), `per_tag` repeats the key figures for each tag, so
+    e.g. the injection rows can be read on their own.
     """
     calibrated = [apply_calibrator(s, policy.calibrator) for s in scores]
     choices = [s.choice for s in calibrated]
@@ -34,7 +42,8 @@ def evaluate(labels: Sequence[str], scores: Sequence[RouteScores], policy: Polic
     )
     probabilities = np.array([[s.probabilities[r] for r in ROUTES] for s in calibrated])
     y_true = np.array([ROUTES.index(label) for label in labels])  # type: ignore[arg-type]
-    summary = routing_summary(labels, outcomes(labels, choices, routed))
+    outcome = outcomes(labels, choices, routed)
+    summary = routing_summary(labels, outcome)
     return {
         **summary,
         **classification_summary(labels, choices),
@@ -43,4 +52,26 @@ def evaluate(labels: Sequence[str], scores: Sequence[RouteScores], policy: Polic
         "per_route_thresholds": policy.per_route_thresholds,
         "policy_version": policy.version,
         "model": calibrated[0].model if calibrated else policy.model.name,
+        "per_tag": _per_tag(labels, choices, outcome, tags) if tags is not None else {},
     }
+
+
+def _per_tag(
+    labels: Sequence[str],
+    choices: Sequence[str],
+    outcome: np.ndarray,
+    tags: Sequence[Sequence[str]],
+) -> dict[str, dict[str, float]]:
+    """Accuracy, correct-outcome rate and misroutes of the rows carrying each tag."""
+    right = np.asarray(labels) == np.asarray(choices)
+    good = np.isin(outcome, ("correct", "clarify_needed"))
+    result = {}
+    for tag in sorted({t for row_tags in tags for t in row_tags}):
+        rows = np.array([tag in row_tags for row_tags in tags])
+        result[tag] = {
+            "n": int(rows.sum()),
+            "accuracy": float(right[rows].mean()),
+            "correct_outcome_rate": float(good[rows].mean()),
+            "misroutes": int(np.sum(outcome[rows] == "misroute")),
+        }
+    return result

@@ -83,6 +83,12 @@ class ScorePlan:
         return self.n_unique - self.n_cached
 
 
+LOCAL_BACKENDS = {
+    "local": lambda settings: settings.local_model_path,
+    "e5": lambda settings: settings.e5_model_path,
+}
+
+
 def local_question_sha(artifact_sha: str) -> str:
     """The local model's stand-in for a question hash: it changes exactly with the artifact."""
     return hashlib.sha256(f"{LOCAL_QUESTION_PREFIX}:{artifact_sha}".encode()).hexdigest()
@@ -286,22 +292,25 @@ def join_labels(
 def identify_backend(settings: Settings, backend: str, model: str | None = None) -> ModelIdentity:
     """The identity of a configured backend, without calling it (no network, no key).
 
-    For `local`, `model` is an artifact path (default: the configured model); for
+    For `local` and `e5`, `model` is an artifact path (default: the configured model); for
     `typesafe`, a model name on the Jev-compatible server (default: the configured one).
     """
-    if backend == "local":
-        from router.models.local import load_artifact
+    if backend in LOCAL_BACKENDS:
+        from router.models import e5, local
+        from router.models.linear import load_artifact
 
-        path = Path(model) if model else settings.local_model_path
+        path = Path(model) if model else LOCAL_BACKENDS[backend](settings)
         _, sha = load_artifact(path)
-        return ModelIdentity("local", f"local-tfidf-lr@{sha[:12]}", local_question_sha(sha), sha)
+        prefix = local.MODEL_NAME_PREFIX if backend == "local" else e5.MODEL_NAME_PREFIX
+        name = f"{prefix}@{sha[:12]}"
+        return ModelIdentity(backend, name, local_question_sha(sha), sha)
     if backend == "typesafe":
         from router.models.typesafe import question_sha
 
         question = question_sha()
         name = f"typesafe:{model or settings.typesafe_model}@{question[:8]}"
         return ModelIdentity("typesafe", name, question, question)
-    raise InvalidInput(f"backend {backend!r}; score supports local and typesafe",
+    raise InvalidInput(f"backend {backend!r}; score supports local, e5 and typesafe",
                        code="unknown_backend")
 
 
@@ -312,6 +321,13 @@ def build_scorer(settings: Settings, backend: str, model: str | None = None) -> 
         from router.models.local import LocalRouteModel
 
         return LocalRouteModel.load(Path(model) if model else settings.local_model_path)
+    if backend == "e5":
+        from router.models.e5 import E5RouteModel
+
+        return E5RouteModel.load(Path(model) if model else settings.e5_model_path)
+    if backend != "typesafe":
+        raise InvalidInput(f"backend {backend!r}; score supports local, e5 and typesafe",
+                           code="unknown_backend")
     from router.models.typesafe import build_typesafe_model
 
     chosen = settings.model_copy(update={"typesafe_model": model}) if model else settings

@@ -140,7 +140,7 @@ def eval_command(
         scores = bound.model.score_batch([r.text for r in rows])
     except SupportRouterError as exc:
         raise _fail(exc) from exc
-    metrics = evaluate([r.label for r in rows], scores, chosen_policy)
+    metrics = evaluate([r.label for r in rows], scores, chosen_policy, tags=[r.tags for r in rows])
     if predictions_out:
         with predictions_out.open("w", encoding="utf-8") as handle:
             for row, s in zip(rows, scores, strict=True):

@@ -80,7 +80,7 @@ def _since(value: datetime | None) -> datetime | None:
 def score(
     data: Annotated[Path, typer.Option(help="Labelled JSONL (file or folder) to score.")],
     out: Annotated[Path, typer.Option(help="Prediction JSONL to write.")],
-    backend: Annotated[str, typer.Option(help="local | typesafe")] = "local",
+    backend: Annotated[str, typer.Option(help="local | e5 | typesafe")] = "local",
     model: Annotated[str | None, typer.Option(
         help="typesafe: model name on the server; local: artifact path.")] = None,
     cache: Annotated[Path | None, typer.Option(

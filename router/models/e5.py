@@ -29,6 +29,7 @@ from router.models.local import (
 )
 
 SCALE_GRID = (1.0, 2.0, 4.0)
+MODEL_NAME_PREFIX = "local-tfidf-e5-lr"
 
 
 def train_e5_artifact(
@@ -98,7 +99,7 @@ class E5RouteModel:
         self._scorer = LinearRouteScorer(artifact)
         self._embedder = embedder
         self.artifact_sha = artifact_sha
-        self._name = f"local-tfidf-e5-lr@{artifact_sha[:12]}"
+        self._name = f"{MODEL_NAME_PREFIX}@{artifact_sha[:12]}"
 
     @classmethod
     def load(cls, path: Path, embedder: E5Embedder | None = None) -> E5RouteModel:

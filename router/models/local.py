@@ -27,6 +27,7 @@ from router.models.linear import LinearRouteScorer, artifact_from_fitted, load_a
 
 WORD_NGRAMS = (1, 2)
 CHAR_NGRAMS = (2, 5)
+MODEL_NAME_PREFIX = "local-tfidf-lr"
 TWO_REQUEST_GRID = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
 
 
@@ -154,7 +155,7 @@ class LocalRouteModel:
         detector = artifact.get("two_request")
         self._two_request_confidence = detector["min_confidence"] if detector else None
         self.artifact_sha = artifact_sha
-        self._name = f"local-tfidf-lr@{artifact_sha[:12]}"
+        self._name = f"{MODEL_NAME_PREFIX}@{artifact_sha[:12]}"
 
     @classmethod
     def load(cls, path: Path) -> LocalRouteModel:

@@ -85,8 +85,13 @@ def test_evaluate_applies_the_policy() -> None:
 
     batch = [scores("refund", 0.9), scores("account", 0.4), scores("other", 0.97)]
     policy = Policy(version="v", model=PolicyModel(backend="local", name="m"), threshold=0.5)
-    result = evaluate(["refund", "account", "unclear"], batch, policy)
+    result = evaluate(["refund", "account", "unclear"], batch, policy,
+                      tags=[["injection"], [], ["injection", "vague"]])
     assert (result["correct"], result["misroute"], result["clarify_unneeded"]) == (1, 1, 1)
+    # injection rows: 0 (routed right) and 2 (an unclear row routed as other: a misroute)
+    assert result["per_tag"]["injection"] == {
+        "n": 2, "accuracy": 0.5, "correct_outcome_rate": 0.5, "misroutes": 1}
+    assert result["per_tag"]["vague"]["n"] == 1
     assert result["accuracy"] == pytest.approx(2 / 3)
     assert result["policy_version"] == "v"
 
