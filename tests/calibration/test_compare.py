@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -29,10 +28,17 @@ MODEL = f"typesafe:jev-test@{question_sha()[:8]}"
 
 
 def _policy(threshold: float, *, alpha: float | None = None, name: str = MODEL) -> Policy:
-    guarantee = (Guarantee(alpha=alpha, delta=0.05, n_certify=1000, misroutes=10,
-                           upper_bound=alpha * 0.9) if alpha is not None else None)
-    return Policy(version=f"p-{threshold}", model=PolicyModel(backend="typesafe", name=name),
-                  threshold=threshold, guarantee=guarantee)
+    guarantee = (
+        Guarantee(alpha=alpha, delta=0.05, n_certify=1000, misroutes=10, upper_bound=alpha * 0.9)
+        if alpha is not None
+        else None
+    )
+    return Policy(
+        version=f"p-{threshold}",
+        model=PolicyModel(backend="typesafe", name=name),
+        threshold=threshold,
+        guarantee=guarantee,
+    )
 
 
 def _paired(right_a: list[int], right_b: list[int]) -> tuple[np.ndarray, np.ndarray]:
@@ -53,11 +59,14 @@ def test_exact_mcnemar_matches_statsmodels_and_the_hand_computed_value() -> None
     assert result["statistic"] == pytest.approx(expected.statistic)
 
 
-@pytest.mark.parametrize("table", [
-    [[20, 5, 3], [2, 30, 4], [6, 1, 25]],
-    [[50, 12, 0], [3, 40, 7], [9, 2, 11]],
-    [[5, 1, 2, 0], [3, 8, 1, 2], [0, 4, 9, 1], [2, 0, 3, 7]],
-])
+@pytest.mark.parametrize(
+    "table",
+    [
+        [[20, 5, 3], [2, 30, 4], [6, 1, 25]],
+        [[50, 12, 0], [3, 40, 7], [9, 2, 11]],
+        [[5, 1, 2, 0], [3, 8, 1, 2], [0, 4, 9, 1], [2, 0, 3, 7]],
+    ],
+)
 def test_stuart_maxwell_matches_statsmodels_on_known_tables(table: list[list[int]]) -> None:
     expected = SquareTable(np.array(table), shift_zeros=False).homogeneity()
     result = stuart_maxwell(np.array(table))
@@ -74,7 +83,8 @@ def test_stuart_maxwell_on_two_categories_is_uncorrected_mcnemar() -> None:
 def test_stuart_maxwell_drops_a_category_without_discordant_pairs() -> None:
     with_idle = np.array([[20, 5, 0], [2, 30, 0], [0, 0, 9]])
     assert stuart_maxwell(with_idle)["statistic"] == pytest.approx(
-        stuart_maxwell(np.array([[20, 5], [2, 30]]))["statistic"])
+        stuart_maxwell(np.array([[20, 5], [2, 30]]))["statistic"]
+    )
     assert stuart_maxwell(np.diag([4, 5, 6])) == {"statistic": 0.0, "df": 0, "p_value": 1.0}
 
 
@@ -132,27 +142,38 @@ RUNNER = CliRunner()
 
 
 @pytest.fixture
-def cli_env(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[Settings]:
-    for name, value in (("MODEL_DIR", settings.model_dir), ("POLICY_PATH", settings.policy_path),
-                        ("VAR_DIR", settings.var_dir),
-                        ("TYPESAFE_POLICY_PATH", settings.var_dir / "no-policy.json")):
-        monkeypatch.setenv(f"SUPPORT_ROUTER_{name}", str(value))
+def cli_env(cli_env: Settings, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    """No typesafe policy file, whatever the machine has."""
+    monkeypatch.setenv("SUPPORT_ROUTER_TYPESAFE_POLICY_PATH", str(cli_env.var_dir / "none.json"))
     get_settings.cache_clear()
-    yield settings
-    get_settings.cache_clear()
+    return cli_env
 
 
 def _files(tmp_path: Path, n: int) -> tuple[Path, Path, Path]:
     ids, labels, probs = synthetic(n, seed=3)
     noisy = probs + np.random.default_rng(4).uniform(0, 0.3, size=probs.shape)
     paths = tmp_path / "labels.jsonl", tmp_path / "a.jsonl", tmp_path / "b.jsonl"
-    paths[0].write_text("".join(json.dumps({"id": i, "text": f"request {i}", "label": y}) + "\n"
-                                for i, y in zip(ids, labels, strict=True)))
+    paths[0].write_text(
+        "".join(
+            json.dumps({"id": i, "text": f"request {i}", "label": y}) + "\n"
+            for i, y in zip(ids, labels, strict=True)
+        )
+    )
     for path, p in ((paths[1], probs), (paths[2], noisy / noisy.sum(axis=1, keepdims=True))):
-        path.write_text("".join(
-            json.dumps({"id": i, "probabilities": dict(zip(ROUTES, row.tolist(), strict=True)),
-                        "model": MODEL, "question_sha": question_sha()}) + "\n"
-            for i, row in zip(ids, p, strict=True)))
+        path.write_text(
+            "".join(
+                json.dumps(
+                    {
+                        "id": i,
+                        "probabilities": dict(zip(ROUTES, row.tolist(), strict=True)),
+                        "model": MODEL,
+                        "question_sha": question_sha(),
+                    }
+                )
+                + "\n"
+                for i, row in zip(ids, p, strict=True)
+            )
+        )
     return paths
 
 
@@ -162,8 +183,21 @@ def test_compare_cli_prints_json_and_writes_the_page(cli_env: Settings, tmp_path
     for name, threshold in (("pa", 0.4), ("pb", 0.6)):
         policies.append(tmp_path / f"{name}.json")
         policies[-1].write_text(_policy(threshold, alpha=0.1).model_dump_json())
-    args = ["compare", "--a", a, "--b", b, "--labels", labels, "--policy-a", policies[0],
-            "--policy-b", policies[1], "--n-boot", 100]
+    args = [
+        "compare",
+        "--a",
+        a,
+        "--b",
+        b,
+        "--labels",
+        labels,
+        "--policy-a",
+        policies[0],
+        "--policy-b",
+        policies[1],
+        "--n-boot",
+        100,
+    ]
     result = RUNNER.invoke(app, [str(x) for x in [*args, "--json", "--out", tmp_path / "html"]])
     assert result.exit_code == 0, result.output
     figures = json.loads(result.stdout)
@@ -176,7 +210,8 @@ def test_compare_cli_prints_json_and_writes_the_page(cli_env: Settings, tmp_path
 
 
 def test_compare_cli_without_a_policy_for_the_backend_fails_clearly(
-        cli_env: Settings, tmp_path: Path) -> None:
+    cli_env: Settings, tmp_path: Path
+) -> None:
     labels, a, b = _files(tmp_path, 100)
     result = RUNNER.invoke(app, ["compare", "--a", str(a), "--b", str(b), "--labels", str(labels)])
     assert result.exit_code == 1

@@ -3,22 +3,15 @@
 from __future__ import annotations
 
 import pytest
-from sqlalchemy import Engine, MetaData, func, select
+from sqlalchemy import Engine
 
 from handlers.desk import SupportDesk
 from handlers.fallback.handoffs import check_reply
 from router.errors import Conflict, InvalidInput, NotFound
 from tests.handlers.helpers import decision
+from tests.tables import row_counts
 
 COMPLAINT = "The courier was rude to my mother; I want to complain."
-
-
-def _row_counts(engine: Engine) -> dict[str, int]:
-    meta = MetaData()
-    meta.reflect(engine)
-    with engine.connect() as conn:
-        return {name: conn.execute(select(func.count()).select_from(table)).scalar_one()
-                for name, table in meta.tables.items()}
 
 
 def test_the_queue_lists_handed_off_cases_and_a_reply_resolves_one(desk: SupportDesk) -> None:
@@ -33,33 +26,45 @@ def test_the_queue_lists_handed_off_cases_and_a_reply_resolves_one(desk: Support
     assert desk.list_handoffs() == []
     case = desk.get_case(out.case_id)
     assert case["status"] == "resolved"
-    assert (case["messages"][-1]["role"], case["messages"][-1]["text"]) == \
-        ("agent", "Sorry to hear that; I've told the courier.")
+    assert (case["messages"][-1]["role"], case["messages"][-1]["text"]) == (
+        "agent",
+        "Sorry to hear that; I've told the courier.",
+    )
     assert case["actions"][-1]["name"] == "handoff.agent_reply"
     assert case["actions"][-1]["artifacts"]["agent"] == "sam"
 
 
-@pytest.mark.parametrize(("case", "agent", "text", "error", "code"), [
-    ("queued", "", "hello", InvalidInput, "invalid_agent"),
-    ("queued", "sam\x00", "hello", InvalidInput, "invalid_agent"),
-    ("queued", "sam", "   ", InvalidInput, "empty_text"),
-    ("queued", "sam", "x" * 4001, InvalidInput, "text_too_long"),
-    ("queued", "sam", "bell\x07", InvalidInput, "control_characters"),
-    ("c-unknown", "sam", "hello", NotFound, "unknown_case"),
-    ("resolved", "sam", "hello", Conflict, "not_handed_off"),
-])
-def test_bad_replies_are_refused_and_write_nothing(desk: SupportDesk, engine: Engine,
-                                                   case: str, agent: str, text: str,
-                                                   error: type[Exception], code: str) -> None:
+@pytest.mark.parametrize(
+    ("case", "agent", "text", "error", "code"),
+    [
+        ("queued", "", "hello", InvalidInput, "invalid_agent"),
+        ("queued", "sam\x00", "hello", InvalidInput, "invalid_agent"),
+        ("queued", "sam", "   ", InvalidInput, "empty_text"),
+        ("queued", "sam", "x" * 4001, InvalidInput, "text_too_long"),
+        ("queued", "sam", "bell\x07", InvalidInput, "control_characters"),
+        ("c-unknown", "sam", "hello", NotFound, "unknown_case"),
+        ("resolved", "sam", "hello", Conflict, "not_handed_off"),
+    ],
+)
+def test_bad_replies_are_refused_and_write_nothing(
+    desk: SupportDesk,
+    engine: Engine,
+    case: str,
+    agent: str,
+    text: str,
+    error: type[Exception],
+    code: str,
+) -> None:
     queued = desk.handle_message(COMPLAINT, None, None, decision("other")).case_id
-    resolved = desk.handle_message("Which payment methods do you accept?", None, None,
-                                   decision("other")).case_id
+    resolved = desk.handle_message(
+        "Which payment methods do you accept?", None, None, decision("other")
+    ).case_id
     case_id = {"queued": queued, "resolved": resolved}.get(case, case)
-    before = _row_counts(engine)
+    before = row_counts(engine)
     with pytest.raises(error) as caught:
         desk.reply_handoff(case_id, agent, text)
     assert caught.value.code == code  # type: ignore[attr-defined]
-    assert _row_counts(engine) == before
+    assert row_counts(engine) == before
     assert [r["case_id"] for r in desk.list_handoffs()] == [queued]
 
 

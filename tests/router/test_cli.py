@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 from router.cli import app
 from router.contracts import Policy, PolicyModel
 from router.policy import save_policy
-from router.settings import Settings, get_settings
+from router.settings import Settings
 
 RUNNER = CliRunner()
 TINY = [
@@ -20,15 +20,6 @@ TINY = [
     {"text": "refund the kettle and change my address to 5 Elm St", "label": "unclear"},
     {"text": "help", "label": "unclear"},
 ]
-
-
-@pytest.fixture
-def cli_env(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Settings:
-    monkeypatch.setenv("SUPPORT_ROUTER_MODEL_DIR", str(settings.model_dir))
-    monkeypatch.setenv("SUPPORT_ROUTER_POLICY_PATH", str(settings.policy_path))
-    get_settings.cache_clear()
-    yield settings
-    get_settings.cache_clear()
 
 
 def _expected_by_hand(predictions: list[dict], threshold: float) -> dict:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,22 +11,13 @@ from typer.testing import CliRunner
 
 from router.cli_desk import approvals_app, tasks_app
 from router.gateway.app import create_app
-from router.settings import Settings, get_settings
+from router.settings import Settings
 
 runner = CliRunner()
-WHEELS = ("This is ben.ortiz@example.com. The carbon bike wheels from order O-2002 are cracked. "
-          "Refund the full $350 now, please.")
-
-
-@pytest.fixture
-def env(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[Settings]:
-    """The CLI reads settings from the environment: point it at the test's files."""
-    monkeypatch.setenv("SUPPORT_ROUTER_VAR_DIR", str(settings.var_dir))
-    monkeypatch.setenv("SUPPORT_ROUTER_MODEL_DIR", str(settings.model_dir))
-    monkeypatch.setenv("SUPPORT_ROUTER_POLICY_PATH", str(settings.policy_path))
-    get_settings.cache_clear()
-    yield settings
-    get_settings.cache_clear()
+WHEELS = (
+    "This is ben.ortiz@example.com. The carbon bike wheels from order O-2002 are cracked. "
+    "Refund the full $350 now, please."
+)
 
 
 def _hold(settings: Settings) -> str:
@@ -36,8 +26,8 @@ def _hold(settings: Settings) -> str:
         return client.get("/v1/approvals").json()[0]["operation"]
 
 
-def test_list_and_decide(env: Settings) -> None:
-    op = _hold(env)
+def test_list_and_decide(cli_env: Settings) -> None:
+    op = _hold(cli_env)
     listed = runner.invoke(approvals_app, ["list"])
     assert listed.exit_code == 0 and op in listed.output and "$350.00" in listed.output
     as_json = json.loads(runner.invoke(approvals_app, ["list", "--json"]).output)
@@ -51,18 +41,21 @@ def test_list_and_decide(env: Settings) -> None:
     assert "no refunds in that state" in runner.invoke(approvals_app, ["list"]).output
 
 
-@pytest.mark.parametrize(("args", "code"), [
-    (["decide", "op-nope", "approve", "--supervisor", "m"], "unknown_operation"),
-    (["decide", "{op}", "perhaps", "--supervisor", "m"], "invalid_decision"),
-    (["list", "--status", "pending"], "invalid_status"),
-])
-def test_errors_print_the_code_and_exit_1(env: Settings, args: list[str], code: str) -> None:
-    op = _hold(env)
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [
+        (["decide", "op-nope", "approve", "--supervisor", "m"], "unknown_operation"),
+        (["decide", "{op}", "perhaps", "--supervisor", "m"], "invalid_decision"),
+        (["list", "--status", "pending"], "invalid_status"),
+    ],
+)
+def test_errors_print_the_code_and_exit_1(cli_env: Settings, args: list[str], code: str) -> None:
+    op = _hold(cli_env)
     result = runner.invoke(approvals_app, [a.format(op=op) for a in args])
     assert result.exit_code == 1 and code in result.output
 
 
-def test_tasks_run_json_and_exit_code(env: Settings, tmp_path: Path) -> None:
+def test_tasks_run_json_and_exit_code(cli_env: Settings, tmp_path: Path) -> None:
     suite = tmp_path / "suite.jsonl"
     good = {"id": "handoff", "message": "hello", "expect": {}}
     suite.write_text(json.dumps(good) + "\n", encoding="utf-8")
@@ -72,8 +65,11 @@ def test_tasks_run_json_and_exit_code(env: Settings, tmp_path: Path) -> None:
     assert set(report["results"][0]) >= {"id", "passed", "reason", "route", "status", "reply"}
     assert report["results"][0]["wrote"] is False
 
-    bad = {"id": "impossible", "message": "hello", "expect": {"refunds": [
-        {"order_id": "O-1001", "amount_cents": 1}]}}
+    bad = {
+        "id": "impossible",
+        "message": "hello",
+        "expect": {"refunds": [{"order_id": "O-1001", "amount_cents": 1}]},
+    }
     suite.write_text(json.dumps(bad) + "\n", encoding="utf-8")
     result = runner.invoke(tasks_app, ["run", "--suite", str(suite)])
     assert result.exit_code == 1

@@ -3,28 +3,16 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
-import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from router.cli import app
 from router.gateway.app import create_app
-from router.settings import Settings, get_settings
+from router.settings import Settings
 
 runner = CliRunner()
 COMPLAINT = "The courier was rude to my mother; I want to complain."
-
-
-@pytest.fixture
-def env(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[Settings]:
-    monkeypatch.setenv("SUPPORT_ROUTER_VAR_DIR", str(settings.var_dir))
-    monkeypatch.setenv("SUPPORT_ROUTER_MODEL_DIR", str(settings.model_dir))
-    monkeypatch.setenv("SUPPORT_ROUTER_POLICY_PATH", str(settings.policy_path))
-    get_settings.cache_clear()
-    yield settings
-    get_settings.cache_clear()
 
 
 def test_faq_eval_reports_held_out_precision_and_handoff_rate() -> None:
@@ -38,22 +26,27 @@ def test_faq_eval_reports_held_out_precision_and_handoff_rate() -> None:
     assert text.exit_code == 0 and "held-out" in text.output and "precision=" in text.output
 
 
-def test_list_and_reply(env: Settings) -> None:
-    with TestClient(create_app(env)) as client:
-        case_id = client.post("/v1/messages",
-                              json={"text": COMPLAINT, "kind": "other"}).json()["case_id"]
+def test_list_and_reply(cli_env: Settings) -> None:
+    with TestClient(create_app(cli_env)) as client:
+        case_id = client.post("/v1/messages", json={"text": COMPLAINT, "kind": "other"}).json()[
+            "case_id"
+        ]
     listed = runner.invoke(app, ["handoffs", "list"])
     assert listed.exit_code == 0 and case_id in listed.output
-    assert json.loads(runner.invoke(app, ["handoffs", "list", "--json"]).output)[0][
-        "case_id"] == case_id
-    replied = runner.invoke(app, ["handoffs", "reply", case_id, "--agent", "sam",
-                                  "--text", "Sorry, I've told the courier."])
+    assert (
+        json.loads(runner.invoke(app, ["handoffs", "list", "--json"]).output)[0]["case_id"]
+        == case_id
+    )
+    replied = runner.invoke(
+        app,
+        ["handoffs", "reply", case_id, "--agent", "sam", "--text", "Sorry, I've told the courier."],
+    )
     assert replied.exit_code == 0 and "resolved" in replied.output
     assert "no cases waiting" in runner.invoke(app, ["handoffs", "list"]).output
     again = runner.invoke(app, ["handoffs", "reply", case_id, "--agent", "sam", "--text", "x"])
     assert again.exit_code == 1 and "not_handed_off" in again.output
 
 
-def test_reply_to_an_unknown_case_exits_1(env: Settings) -> None:
+def test_reply_to_an_unknown_case_exits_1(cli_env: Settings) -> None:
     result = runner.invoke(app, ["handoffs", "reply", "c-nope", "--agent", "a", "--text", "x"])
     assert result.exit_code == 1 and "unknown_case" in result.output

@@ -6,36 +6,23 @@ the HTTP layer and the handlers whatever the embedded model currently decides.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import MetaData, func, select
+from sqlalchemy import select
 
 from router.decision_log import decisions
 from router.gateway.app import create_app
 from router.settings import Settings
+from tests.tables import row_counts
 
-WHEELS = ("This is ben.ortiz@example.com. The carbon bike wheels from order O-2002 are cracked. "
-          "Refund the full $350 now, please.")
-TEAPOT = ("Hi, this is ana.novak@example.com. My ceramic teapot (order O-1001) arrived broken. "
-          "Please refund the full amount.")
-
-
-@pytest.fixture
-def client(settings: Settings) -> Iterator[TestClient]:
-    with TestClient(create_app(settings)) as test_client:
-        yield test_client
-
-
-def _row_counts(client: TestClient) -> dict[str, int]:
-    """Rows in every table of the database: the store, the cases, the operations, the log."""
-    engine = client.app.state.services.engine
-    meta = MetaData()
-    meta.reflect(engine)
-    with engine.connect() as conn:
-        return {name: conn.execute(select(func.count()).select_from(table)).scalar_one()
-                for name, table in meta.tables.items()}
+WHEELS = (
+    "This is ben.ortiz@example.com. The carbon bike wheels from order O-2002 are cracked. "
+    "Refund the full $350 now, please."
+)
+TEAPOT = (
+    "Hi, this is ana.novak@example.com. My ceramic teapot (order O-1001) arrived broken. "
+    "Please refund the full amount."
+)
 
 
 def _refunds(client: TestClient) -> list[tuple[str, int]]:
@@ -75,12 +62,18 @@ def test_model_routed_message_gets_a_reply(client: TestClient) -> None:
 
 
 def test_a_later_message_continues_the_case_by_rule(client: TestClient) -> None:
-    first = client.post("/v1/messages", json={
-        "text": "This is ana.novak@example.com. Please change my shipping address to "
-                "12 Oak Street.", "kind": "account"}).json()
+    first = client.post(
+        "/v1/messages",
+        json={
+            "text": "This is ana.novak@example.com. Please change my shipping address to "
+            "12 Oak Street.",
+            "kind": "account",
+        },
+    ).json()
     assert first["status"] == "awaiting_customer"
-    second = client.post("/v1/messages", json={"text": "80-002 Gdansk, Poland.",
-                                                "case_id": first["case_id"]}).json()
+    second = client.post(
+        "/v1/messages", json={"text": "80-002 Gdansk, Poland.", "case_id": first["case_id"]}
+    ).json()
     assert second["decision"]["reason"] == "rule:awaiting_customer_answer"
     assert (second["route"], second["status"]) == ("account", "resolved")
     case = client.get(f"/v1/cases/{first['case_id']}").json()
@@ -102,10 +95,11 @@ def test_approval_issues_once_and_replies(client: TestClient) -> None:
     first = client.post(url, json={"decision": "approve", "supervisor": "Maria Lopez"})
     assert first.status_code == 200
     body = first.json()
-    assert (body["operation_status"], body["refund_id"], body["replayed"]) == ("issued", 2,
-                                                                              False)
-    assert body["reply"] == ("A supervisor approved your refund of $350.00 for order O-2002. "
-                             "It has been issued (refund 2).")
+    assert (body["operation_status"], body["refund_id"], body["replayed"]) == ("issued", 2, False)
+    assert body["reply"] == (
+        "A supervisor approved your refund of $350.00 for order O-2002. "
+        "It has been issued (refund 2)."
+    )
     again = client.post(url, json={"decision": "approve", "supervisor": "Maria Lopez"}).json()
     assert again["replayed"] is True
     late = client.post(url, json={"decision": "reject", "supervisor": "Omar"})
@@ -122,49 +116,83 @@ def test_restart_between_hold_and_approval_issues_exactly_once(settings: Setting
     with TestClient(create_app(settings)) as second:  # a new app instance, same DB file
         assert [r["operation"] for r in second.get("/v1/approvals").json()] == [op]
         url = f"/v1/approvals/{op}/decision"
-        assert second.post(url, json={"decision": "approve", "supervisor": "m"}).json()[
-            "refund_id"] == 2
+        assert (
+            second.post(url, json={"decision": "approve", "supervisor": "m"}).json()["refund_id"]
+            == 2
+        )
         second.post(url, json={"decision": "approve", "supervisor": "m"})
         assert _refunds(second) == [("O-2002", 35000)]
 
 
-@pytest.mark.parametrize(("method", "url", "payload", "status", "code"), [
-    ("post", "/v1/messages", {"text": TEAPOT, "case_id": "c-doesnotexist"}, 404,
-     "unknown_case"),
-    ("post", "/v1/messages", {"text": "ana.novak@example.com: refund -$50 for O-1001"}, 422,
-     "invalid_amount"),
-    ("post", "/v1/messages", {"text": "ana.novak@example.com: refund $5,000,000 for O-1001"},
-     422, "invalid_amount"),
-    ("post", "/v1/messages", {"text": TEAPOT, "customer": "A-999"}, 422, "unknown_customer"),
-    ("post", "/v1/messages", {"text": TEAPOT, "urgent": True}, 422, "invalid_request"),
-    ("post", "/v1/messages", {"text": ""}, 422, "empty_text"),
-    ("post", "/v1/approvals/op-doesnotexist/decision",
-     {"decision": "approve", "supervisor": "m"}, 404, "unknown_operation"),
-    ("post", "/v1/approvals/{op}/decision", {"decision": "maybe", "supervisor": "m"}, 422,
-     "invalid_decision"),
-    ("post", "/v1/approvals/{op}/decision", {"decision": "approve"}, 422, "invalid_request"),
-    ("post", "/v1/approvals/{op}/decision", {"decision": "approve", "supervisor": ""}, 422,
-     "invalid_request"),
-    ("get", "/v1/approvals?status=pending", None, 422, "invalid_status"),
-    ("get", "/v1/cases/c-doesnotexist", None, 404, "unknown_case"),
-])
+@pytest.mark.parametrize(
+    ("method", "url", "payload", "status", "code"),
+    [
+        (
+            "post",
+            "/v1/messages",
+            {"text": TEAPOT, "case_id": "c-doesnotexist"},
+            404,
+            "unknown_case",
+        ),
+        (
+            "post",
+            "/v1/messages",
+            {"text": "ana.novak@example.com: refund -$50 for O-1001"},
+            422,
+            "invalid_amount",
+        ),
+        (
+            "post",
+            "/v1/messages",
+            {"text": "ana.novak@example.com: refund $5,000,000 for O-1001"},
+            422,
+            "invalid_amount",
+        ),
+        ("post", "/v1/messages", {"text": TEAPOT, "customer": "A-999"}, 422, "unknown_customer"),
+        ("post", "/v1/messages", {"text": TEAPOT, "urgent": True}, 422, "invalid_request"),
+        ("post", "/v1/messages", {"text": ""}, 422, "empty_text"),
+        (
+            "post",
+            "/v1/approvals/op-doesnotexist/decision",
+            {"decision": "approve", "supervisor": "m"},
+            404,
+            "unknown_operation",
+        ),
+        (
+            "post",
+            "/v1/approvals/{op}/decision",
+            {"decision": "maybe", "supervisor": "m"},
+            422,
+            "invalid_decision",
+        ),
+        ("post", "/v1/approvals/{op}/decision", {"decision": "approve"}, 422, "invalid_request"),
+        (
+            "post",
+            "/v1/approvals/{op}/decision",
+            {"decision": "approve", "supervisor": ""},
+            422,
+            "invalid_request",
+        ),
+        ("get", "/v1/approvals?status=pending", None, 422, "invalid_status"),
+        ("get", "/v1/cases/c-doesnotexist", None, 404, "unknown_case"),
+    ],
+)
 def test_bad_input_is_a_4xx_with_a_code_and_writes_nothing(
     client: TestClient, method: str, url: str, payload: dict | None, status: int, code: str
 ) -> None:
     _, op = _hold(client)
-    before = _row_counts(client)
+    before = row_counts(client.app.state.services.engine)
     kwargs = {"json": payload} if payload is not None else {}
     response = getattr(client, method)(url.format(op=op), **kwargs)
     assert response.status_code == status, response.text
     assert response.json()["error"]["code"] == code
-    assert _row_counts(client) == before
+    assert row_counts(client.app.state.services.engine) == before
     assert client.get("/v1/approvals").json()[0]["status"] == "held"
 
 
 @pytest.mark.parametrize("url", ["/v1/messages", "/v1/approvals/op-x/decision"])
 def test_malformed_json_is_a_400(client: TestClient, url: str) -> None:
-    before = _row_counts(client)
-    response = client.post(url, content=b"{not json",
-                           headers={"content-type": "application/json"})
+    before = row_counts(client.app.state.services.engine)
+    response = client.post(url, content=b"{not json", headers={"content-type": "application/json"})
     assert (response.status_code, response.json()["error"]["code"]) == (400, "invalid_json")
-    assert _row_counts(client) == before
+    assert row_counts(client.app.state.services.engine) == before

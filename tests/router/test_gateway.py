@@ -2,21 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
 from router.decision_log import decisions
-from router.gateway.app import REQUEST_ID_HEADER, create_app
-from router.settings import Settings
-
-
-@pytest.fixture
-def client(settings: Settings) -> Iterator[TestClient]:
-    with TestClient(create_app(settings)) as test_client:
-        yield test_client
+from router.gateway.app import REQUEST_ID_HEADER
 
 
 def _logged(client: TestClient) -> int:

@@ -2,31 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import MetaData, func, select
 
-from router.gateway.app import create_app
-from router.settings import Settings
+from tests.tables import row_counts
 
 COMPLAINT = "The courier was rude to my mother; I want to complain."
-
-
-@pytest.fixture
-def client(settings: Settings) -> Iterator[TestClient]:
-    with TestClient(create_app(settings)) as test_client:
-        yield test_client
-
-
-def _row_counts(client: TestClient) -> dict[str, int]:
-    engine = client.app.state.services.engine
-    meta = MetaData()
-    meta.reflect(engine)
-    with engine.connect() as conn:
-        return {name: conn.execute(select(func.count()).select_from(table)).scalar_one()
-                for name, table in meta.tables.items()}
 
 
 def _hand_off(client: TestClient) -> str:
@@ -39,50 +20,72 @@ def test_list_and_reply(client: TestClient) -> None:
     case_id = _hand_off(client)
     rows = client.get("/v1/handoffs").json()
     assert [(r["case_id"], r["last_customer_message"]) for r in rows] == [(case_id, COMPLAINT)]
-    response = client.post(f"/v1/handoffs/{case_id}/reply",
-                           json={"agent": "sam", "text": "Sorry! I've told the courier."})
+    response = client.post(
+        f"/v1/handoffs/{case_id}/reply",
+        json={"agent": "sam", "text": "Sorry! I've told the courier."},
+    )
     assert response.status_code == 200
-    assert response.json() == {"case_id": case_id, "agent": "sam",
-                               "reply": "Sorry! I've told the courier.",
-                               "case_status": "resolved"}
+    assert response.json() == {
+        "case_id": case_id,
+        "agent": "sam",
+        "reply": "Sorry! I've told the courier.",
+        "case_status": "resolved",
+    }
     assert client.get("/v1/handoffs").json() == []
     case = client.get(f"/v1/cases/{case_id}").json()
     assert case["status"] == "resolved" and case["messages"][-1]["role"] == "agent"
 
 
 def test_an_faq_question_is_answered_and_not_queued(client: TestClient) -> None:
-    body = client.post("/v1/messages", json={"text": "How much does shipping cost?",
-                                             "kind": "other"}).json()
+    body = client.post(
+        "/v1/messages", json={"text": "How much does shipping cost?", "kind": "other"}
+    ).json()
     assert (body["route"], body["status"]) == ("other", "resolved")
     assert "$50" in body["reply"]
     assert client.get("/v1/handoffs").json() == []
 
 
-@pytest.mark.parametrize(("path", "body", "status", "code"), [
-    ("/v1/handoffs/{case}/reply", {"agent": "sam"}, 422, "invalid_request"),
-    ("/v1/handoffs/{case}/reply", {"agent": "sam", "text": "  "}, 422, "empty_text"),
-    ("/v1/handoffs/{case}/reply", {"agent": "", "text": "hi"}, 422, "invalid_request"),
-    ("/v1/handoffs/{case}/reply", {"agent": "sam", "text": "hi", "refund": 500}, 422,
-     "invalid_request"),
-    ("/v1/handoffs/{case}/reply", {"agent": "sam", "text": "bell\u0007"}, 422,
-     "control_characters"),
-    ("/v1/handoffs/c-nope/reply", {"agent": "sam", "text": "hi"}, 404, "unknown_case"),
-    ("/v1/handoffs/{resolved}/reply", {"agent": "sam", "text": "hi"}, 409, "not_handed_off"),
-    ("/v1/handoffs/bad%20id!/reply", {"agent": "sam", "text": "hi"}, 422, "invalid_request"),
-])
-def test_bad_input_is_a_4xx_and_writes_nothing(client: TestClient, path: str, body: dict,
-                                               status: int, code: str) -> None:
+@pytest.mark.parametrize(
+    ("path", "body", "status", "code"),
+    [
+        ("/v1/handoffs/{case}/reply", {"agent": "sam"}, 422, "invalid_request"),
+        ("/v1/handoffs/{case}/reply", {"agent": "sam", "text": "  "}, 422, "empty_text"),
+        ("/v1/handoffs/{case}/reply", {"agent": "", "text": "hi"}, 422, "invalid_request"),
+        (
+            "/v1/handoffs/{case}/reply",
+            {"agent": "sam", "text": "hi", "refund": 500},
+            422,
+            "invalid_request",
+        ),
+        (
+            "/v1/handoffs/{case}/reply",
+            {"agent": "sam", "text": "bell\u0007"},
+            422,
+            "control_characters",
+        ),
+        ("/v1/handoffs/c-nope/reply", {"agent": "sam", "text": "hi"}, 404, "unknown_case"),
+        ("/v1/handoffs/{resolved}/reply", {"agent": "sam", "text": "hi"}, 409, "not_handed_off"),
+        ("/v1/handoffs/bad%20id!/reply", {"agent": "sam", "text": "hi"}, 422, "invalid_request"),
+    ],
+)
+def test_bad_input_is_a_4xx_and_writes_nothing(
+    client: TestClient, path: str, body: dict, status: int, code: str
+) -> None:
     case = _hand_off(client)
-    resolved = client.post("/v1/messages", json={"text": "How much does shipping cost?",
-                                                 "kind": "other"}).json()["case_id"]
-    before = _row_counts(client)
+    resolved = client.post(
+        "/v1/messages", json={"text": "How much does shipping cost?", "kind": "other"}
+    ).json()["case_id"]
+    before = row_counts(client.app.state.services.engine)
     response = client.post(path.format(case=case, resolved=resolved), json=body)
     assert (response.status_code, response.json()["error"]["code"]) == (status, code)
-    assert _row_counts(client) == before
+    assert row_counts(client.app.state.services.engine) == before
 
 
 def test_a_body_that_is_not_json_is_a_400(client: TestClient) -> None:
     case = _hand_off(client)
-    response = client.post(f"/v1/handoffs/{case}/reply", content=b"{not json",
-                           headers={"content-type": "application/json"})
+    response = client.post(
+        f"/v1/handoffs/{case}/reply",
+        content=b"{not json",
+        headers={"content-type": "application/json"},
+    )
     assert response.status_code == 400
