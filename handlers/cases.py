@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from sqlalchemy import (
     Column,
+    Connection,
     DateTime,
     Engine,
     ForeignKey,
@@ -142,7 +143,10 @@ class CaseBook:
         self._now = now
 
     def create_schema(self) -> None:
-        metadata.create_all(self._engine)
+        """Bring the database to the current migration (all tables, not only these)."""
+        from router.db import migrate
+
+        migrate(self._engine)
 
     def get(self, case_id: str) -> CaseRow | None:
         with self._engine.connect() as conn:
@@ -157,36 +161,63 @@ class CaseBook:
 
     def record(self, case_id: str, turn: Turn) -> CaseRow:
         """Write one turn: the customer's message, the actions, the reply, the new status."""
+        with self._engine.begin() as conn:
+            self._write(conn, case_id, turn)
+        row = self.get(case_id)
+        assert row is not None
+        return row
+
+    def record_once(self, case_id: str, turn: Turn, *, action: str, key: str,
+                    value: str) -> bool:
+        """Write `turn` unless the case already has an `action` whose observation says
+        `artifacts[key] == value`; True when it was written.
+
+        For turns that must reach the customer once however many callers race to write
+        them (several supervisors, or gateway processes, deciding one held refund): the
+        check and the write happen under the case row's lock (PostgreSQL `FOR UPDATE`;
+        SQLite's `BEGIN IMMEDIATE` already serialises writers), so a second writer waits,
+        then sees the first one's action. (A case that does not exist yet is created, as
+        by `record`, without that guarantee: there is no row to lock.)
+        """
+        with self._engine.begin() as conn:
+            conn.execute(select(cases.c.id).where(cases.c.id == case_id).with_for_update())
+            recorded = conn.execute(
+                select(case_actions.c.observation).where(
+                    case_actions.c.case_id == case_id, case_actions.c.name == action))
+            for (observation,) in recorded:
+                if json.loads(observation).get("artifacts", {}).get(key) == value:
+                    return False
+            self._write(conn, case_id, turn)
+        return True
+
+    def _write(self, conn: Connection, case_id: str, turn: Turn) -> None:
+        """The turn's rows, in the caller's transaction."""
         now = self._now()
         case_values = {"status": turn.status, "flow": turn.flow,
                        "customer_id": turn.customer_id,
                        "context": json.dumps(turn.context, default=str), "updated_at": now}
-        with self._engine.begin() as conn:
-            exists = conn.execute(select(cases.c.id).where(cases.c.id == case_id)).first()
-            if exists is None:
-                conn.execute(insert(cases).values(id=case_id, created_at=now, **case_values))
-            else:
-                conn.execute(update(cases).where(cases.c.id == case_id).values(**case_values))
-            if turn.customer_text is not None:
-                conn.execute(insert(case_messages).values(
-                    case_id=case_id, created_at=now, role="customer", text=turn.customer_text,
-                    request_id=turn.request_id,
-                    decision=json.dumps(turn.decision, default=str) if turn.decision else None,
-                ))
-            for action in turn.actions:
-                obs = action.observation
-                conn.execute(insert(case_actions).values(
-                    case_id=case_id, created_at=now, request_id=turn.request_id,
-                    name=action.name, status=obs.status, code=obs.code,
-                    observation=obs.model_dump_json(),
-                ))
+        exists = conn.execute(select(cases.c.id).where(cases.c.id == case_id)).first()
+        if exists is None:
+            conn.execute(insert(cases).values(id=case_id, created_at=now, **case_values))
+        else:
+            conn.execute(update(cases).where(cases.c.id == case_id).values(**case_values))
+        if turn.customer_text is not None:
             conn.execute(insert(case_messages).values(
-                case_id=case_id, created_at=now, role=turn.reply_role, text=turn.reply,
-                request_id=turn.request_id, status=turn.status,
+                case_id=case_id, created_at=now, role="customer", text=turn.customer_text,
+                request_id=turn.request_id,
+                decision=json.dumps(turn.decision, default=str) if turn.decision else None,
             ))
-        row = self.get(case_id)
-        assert row is not None
-        return row
+        for action in turn.actions:
+            obs = action.observation
+            conn.execute(insert(case_actions).values(
+                case_id=case_id, created_at=now, request_id=turn.request_id,
+                name=action.name, status=obs.status, code=obs.code,
+                observation=obs.model_dump_json(),
+            ))
+        conn.execute(insert(case_messages).values(
+            case_id=case_id, created_at=now, role=turn.reply_role, text=turn.reply,
+            request_id=turn.request_id, status=turn.status,
+        ))
 
     def view(self, case_id: str) -> dict[str, Any] | None:
         """The case with its messages, the router's decisions and the actions taken."""

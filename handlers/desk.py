@@ -205,13 +205,13 @@ class SupportDesk:
         case_id = receipt["case_id"]
         reply = compose([obs])
         status: CaseStatus = "awaiting_approval" if self._has_held(case_id) else "resolved"
-        if not self._already_told(case_id, operation):
-            case = self.cases.get(case_id)
-            self.cases.record(case_id, Turn(
-                request_id=None, customer_text=None, decision=None,
-                actions=[Action("refunds.decide", obs)], reply=reply, status=status,
-                flow=None, customer_id=case.customer_id if case else receipt["account_id"],
-            ))
+        case = self.cases.get(case_id)
+        # Tell the customer once, however many decisions (replays) race to do it.
+        self.cases.record_once(case_id, Turn(
+            request_id=None, customer_text=None, decision=None,
+            actions=[Action("refunds.decide", obs)], reply=reply, status=status,
+            flow=None, customer_id=case.customer_id if case else receipt["account_id"],
+        ), action="refunds.decide", key="operation", value=operation)
         return ApprovalOutcome(
             operation=operation, case_id=case_id, decision=decision,
             operation_status=receipt["status"], refund_id=receipt["refund_id"],
@@ -219,33 +219,26 @@ class SupportDesk:
             observation=obs.model_dump(),
         )
 
-    def _already_told(self, case_id: str, operation: str) -> bool:
-        view = self.cases.view(case_id) or {"actions": []}
-        return any(a["name"] == "refunds.decide" and
-                   a.get("artifacts", {}).get("operation") == operation
-                   for a in view["actions"])
-
 
 def build_desk(engine: Engine, *, fixture_path: Path, today: date,
                now: Callable[[], datetime] = lambda: datetime.now(UTC),
                fallback_model: str | None = None, fallback_max_tokens: int = 512,
                checkpoint_path: Path | None = None) -> SupportDesk:
-    """Create the store (seeded from the fixture when empty), cases and refund service.
+    """Migrate the schema, seed the store from the fixture when empty, build the services.
 
     With `fallback_model` (`provider:model`) the `other` route goes to the LangChain
-    agent, checkpointed in `checkpoint_path`; otherwise to the embedded responder.
+    agent, checkpointed in the same PostgreSQL database when `engine` is PostgreSQL,
+    otherwise in the SQLite file `checkpoint_path`; without it, to the embedded responder.
     """
-    seed_store(engine, load_fixture(fixture_path), today=today)
+    seed_store(engine, load_fixture(fixture_path), today=today)  # runs router.db.migrate
     store = SqlStore(engine)
     fallback: Fallback | None = None
     if fallback_model:
         from handlers.fallback.agent import build_agent_fallback
 
         fallback = build_agent_fallback(
-            fallback_model, store, max_tokens=fallback_max_tokens,
+            fallback_model, store, max_tokens=fallback_max_tokens, engine=engine,
             checkpoint_path=checkpoint_path or Path("var") / "agent-checkpoints.sqlite")
     refunds = RefundService(engine, store, today=today, now=now)
-    refunds.create_schema()
     cases = CaseBook(engine, now=now)
-    cases.create_schema()
     return SupportDesk(store, refunds, cases, today=today, fallback=fallback)

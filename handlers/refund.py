@@ -25,7 +25,12 @@ from handlers.flow import FlowInput, HandlerResult
 from handlers.identity import identify
 from handlers.observation import Observation, fail
 from handlers.policy_checks import check_can_write, check_refund
-from handlers.refunds import RefundService, receipt_observation, retry_lost_responses
+from handlers.refunds import (
+    Receipt,
+    RefundService,
+    receipt_observation,
+    retry_lost_responses,
+)
 from handlers.store import Store
 
 SHOP_CURRENCIES = frozenset({None, "USD"})
@@ -98,11 +103,14 @@ class RefundHandler:
                              order_id=order_id, raw=requested.raw),
                         status="awaiting_customer", awaiting=True, account_id=account.id)
 
-        earlier = [r for r in self._refunds.for_case(flow.case_id)
-                   if r.order_id == order_id and r.account_id == account.id
-                   and (requested is None or r.amount_cents == requested.cents)]
-        if earlier:  # asked again on this case: the service replays its first receipt
-            return self._request(flow, order_id, account.id, earlier[-1].amount_cents, done)
+        def earlier() -> list[Receipt]:
+            return [r for r in self._refunds.for_case(flow.case_id)
+                    if r.order_id == order_id and r.account_id == account.id
+                    and (requested is None or r.amount_cents == requested.cents)]
+
+        asked = earlier()
+        if asked:  # asked again on this case: the service replays its first receipt
+            return self._request(flow, order_id, account.id, asked[-1].amount_cents, done)
 
         order = self._store.order(order_id)
         check = check_refund(
@@ -111,6 +119,15 @@ class RefundHandler:
             requested_cents=requested.cents if requested else None, today=self._today,
         )
         if not check.ok:
+            # An identical request on this case (another thread or process) may have
+            # committed between the look-up above and the check, and its refund now
+            # makes this one look "already refunded". Its operation was committed with
+            # that refund, so it is visible now: replay its receipt, as if we had been
+            # second all along.
+            asked = earlier()
+            if asked:
+                return self._request(flow, order_id, account.id, asked[-1].amount_cents,
+                                     done)
             return done(check, account_id=account.id, name="policy.refund")
         actions.append(Action("policy.refund", check))
 

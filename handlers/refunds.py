@@ -24,6 +24,7 @@ the same key, so it replays the committed receipt.
 
 from __future__ import annotations
 
+import logging
 import threading
 import uuid
 from collections.abc import Callable
@@ -50,6 +51,9 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from handlers.observation import Observation, fail, success, warning
 from handlers.store import SqlStore
 from router.errors import InvalidInput, NotFound
+from router.metrics import count_refund
+
+logger = logging.getLogger(__name__)
 
 HOLD_ABOVE_CENTS = 20_000
 OperationStatus = Literal["held", "issued", "rejected"]
@@ -126,6 +130,17 @@ class FaultPlan:
             return False
 
 
+def _observe(receipt: Receipt) -> None:
+    """Count and log a refund operation once it is committed (held, issued or rejected).
+
+    The log line names the order; the JSON log formatter masks order ids unless the
+    retention setting allows customer data.
+    """
+    count_refund(receipt.status)
+    logger.info("refund operation %s %s: order %s, %d cents", receipt.operation,
+                receipt.status, receipt.order_id, receipt.amount_cents)
+
+
 def operation_key(case_id: str, order_id: str, amount_cents: int) -> str:
     return f"{case_id}:{order_id.upper()}:{amount_cents}"
 
@@ -167,7 +182,10 @@ class RefundService:
         self.faults = faults or FaultPlan()
 
     def create_schema(self) -> None:
-        metadata.create_all(self._engine)
+        """Bring the database to the current migration (all tables, not only these)."""
+        from router.db import migrate
+
+        migrate(self._engine)
 
     # -- reads ------------------------------------------------------------------------
 
@@ -225,6 +243,8 @@ class RefundService:
                 receipt = self._by_key(conn, key)
             if receipt is None:
                 raise
+        if not receipt.replayed:  # committed just now (a replay was counted the first time)
+            _observe(receipt)
         return self._answer(receipt)
 
     def _insert(self, conn: Connection, *, key: str, case_id: str, order_id: str,
@@ -294,6 +314,7 @@ class RefundService:
                              .values(status="issued", refund_id=refund.id, **decided))
             receipt = self._by_key(conn, current.key)
         assert receipt is not None
+        _observe(receipt)  # committed: a repeated decision returned above as a replay
         return self._answer(replace(receipt, replayed=False))
 
     # -- helpers ----------------------------------------------------------------------

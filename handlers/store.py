@@ -14,12 +14,12 @@ so the fixture means the same thing whatever day the tests run.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date, timedelta
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 from sqlalchemy import (
     Column,
@@ -40,6 +40,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError
 
 AddressKind = Literal["shipping", "billing"]
+T = TypeVar("T")
 BUSINESS_TABLES: tuple[str, ...] = ("accounts", "addresses", "orders", "refunds", "preferences")
 
 metadata = MetaData()
@@ -239,6 +240,10 @@ class SqlStore:
         return Address(**row._mapping) if row else None
 
     def update_address(self, account_id: str, kind: AddressKind, new: NewAddress) -> Address:
+        return _retry_on_conflict(lambda: self._update_address(account_id, kind, new))
+
+    def _update_address(self, account_id: str, kind: AddressKind,
+                        new: NewAddress) -> Address:
         values = {"line1": new.line1, "city": new.city, "postal_code": new.postal_code,
                   "country": new.country}
         where = (addresses.c.account_id == account_id, addresses.c.kind == kind)
@@ -264,6 +269,9 @@ class SqlStore:
 
     def set_preferences(self, account_id: str, changes: Mapping[str, str]) -> dict[str, str]:
         """Write the changes in one transaction; return the previous values (absent → "")."""
+        return _retry_on_conflict(lambda: self._set_preferences(account_id, changes))
+
+    def _set_preferences(self, account_id: str, changes: Mapping[str, str]) -> dict[str, str]:
         previous: dict[str, str] = {}
         with self.engine.begin() as conn:
             for key, value in changes.items():
@@ -276,6 +284,22 @@ class SqlStore:
                 elif old != value:
                     conn.execute(update(preferences).where(*where).values(value=value))
         return previous
+
+
+def _retry_on_conflict(write: Callable[[], T], *, attempts: int = 3) -> T:
+    """Run a read-then-insert transaction again when a concurrent one inserted first.
+
+    On SQLite `BEGIN IMMEDIATE` serialises writers, so this never fires. On PostgreSQL
+    (READ COMMITTED) two transactions can both read "no row" and both insert; the loser
+    gets a unique violation, and its retry reads the winner's row and updates it.
+    """
+    for attempt in range(attempts):
+        try:
+            return write()
+        except IntegrityError:
+            if attempt == attempts - 1:
+                raise
+    raise AssertionError("unreachable")
 
 
 def load_fixture(path: Path) -> dict[str, Any]:
@@ -309,12 +333,15 @@ def fixture_rows(fixture: Mapping[str, Any], *, today: date) -> dict[str, list[d
 
 
 def seed_store(engine: Engine, fixture: Mapping[str, Any], *, today: date) -> bool:
-    """Create the tables and load the fixture into an empty store; True if it loaded.
+    """Migrate the schema and load the fixture into an empty store; True if it loaded.
 
-    Safe when several processes start at once: the check and the load are one
-    transaction, and a concurrent loader's duplicate keys are taken as "already loaded".
+    Safe when several processes start at once: the migration runs under its lock, the
+    check and the load are one transaction, and a concurrent loader's duplicate keys are
+    taken as "already loaded".
     """
-    metadata.create_all(engine)
+    from router.db import migrate
+
+    migrate(engine)
     rows = fixture_rows(fixture, today=today)
     try:
         with engine.begin() as conn:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from handlers.desk import build_desk
 from router.contracts import Policy, PolicyModel
-from router.db import make_engine
+from router.db import make_engine, migrate
 from router.decision_log import DecisionLog
 from router.errors import ArtifactError
 from router.experiments import ExperimentConfig, VariantConfig
@@ -137,7 +137,9 @@ def build_router(settings: Settings, log: DecisionLog) -> RouterService:
     experiment = (load_experiment(settings, settings.experiment)
                   if settings.experiment is not None else None)
     if settings.backend == "local":
-        return RouterService(local, log, experiment=experiment)
+        # The local model is also the fallback: an experiment's live variant may be remote,
+        # and a failing remote variant must be answered locally, not with a 503.
+        return RouterService(local, log, fallback=local, experiment=experiment)
     return RouterService(load_backend(settings, settings.backend), log, fallback=local,
                          experiment=experiment)
 
@@ -151,7 +153,7 @@ def build_router_offline(settings: Settings) -> RouterService:
 def build_services(settings: Settings) -> Services:
     engine = make_engine(settings.resolved_database_url)
     log = DecisionLog(engine)
-    log.create_schema()
+    migrate(engine)  # every table, to the newest migration (safe with several workers)
     services = Services(settings=settings, engine=engine, router=build_router(settings, log))
     services.desk = build_desk(
         engine, fixture_path=settings.store_fixture, today=settings.today,

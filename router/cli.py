@@ -16,6 +16,7 @@ from router.cli_compare import register as register_compare_commands
 from router.cli_data import register as register_data_commands
 from router.cli_desk import approvals_app, tasks_app
 from router.cli_fallback import fallback_app
+from router.cli_keys import keys_app
 from router.errors import InvalidInput, SupportRouterError
 from router.policy import load_policy
 from router.rules import RouteRequest
@@ -38,14 +39,30 @@ def serve(
         str | None, typer.Option(help="Interface to bind (default from settings).")
     ] = None,
     port: Annotated[int | None, typer.Option(help="Port (default from settings).")] = None,
+    workers: Annotated[
+        int, typer.Option(min=1, help="Worker processes; each loads the model.")
+    ] = 1,
 ) -> None:
-    """Start the HTTP gateway (trains the embedded model first if it is missing)."""
-    import uvicorn
+    """Start the HTTP gateway (trains the embedded model first if it is missing).
 
-    from router.gateway.app import create_app
+    Without API keys only loopback may be bound. SIGTERM lets requests in flight finish
+    (up to `shutdown_grace_s`) and exits 0.
+    """
+    from router.logs import configure_logging, uvicorn_log_config
+    from router.metrics import prepare_multiprocess_dir
+    from router.serving import check_bind, serve_gateway
 
     settings = get_settings()
-    uvicorn.run(create_app(settings), host=host or settings.host, port=port or settings.port)
+    bind = host or settings.host
+    try:
+        check_bind(settings, bind)
+    except SupportRouterError as exc:
+        typer.echo(f"error ({exc.code}): {exc.message}", err=True)
+        raise typer.Exit(2) from exc
+    configure_logging(settings)  # JSON lines from here on; uvicorn's access log is ours
+    prepare_multiprocess_dir()  # PROMETHEUS_MULTIPROC_DIR: empty it before workers start
+    serve_gateway(settings, host=bind, port=port or settings.port, workers=workers,
+                  log_config=uvicorn_log_config(settings), access_log=False)
 
 
 @app.command()
@@ -158,3 +175,4 @@ register_compare_commands(app)
 app.add_typer(approvals_app, name="approvals")
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(fallback_app)
+app.add_typer(keys_app, name="keys")

@@ -15,6 +15,7 @@ from typing import Literal
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from router.access import ApiKey
 from router.experiments import ExperimentConfig
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -63,6 +64,22 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
     max_text_chars: int = 8000
+    # Bad input (router/gateway/limits.py): a body above max_body_bytes is refused with 413
+    # while it streams in (never buffered past the limit); JSON nested deeper than
+    # max_json_depth objects/arrays is refused with 400 before it is parsed.
+    max_body_bytes: int = Field(default=64 * 1024, ge=1024)
+    max_json_depth: int = Field(default=16, ge=2, le=256)
+
+    # Access (router/access.py, README "Keys and roles"). API keys as JSON in
+    # SUPPORT_ROUTER_API_KEYS: [{"name", "sha256", "roles"}], digests only, never keys.
+    # None configured: every endpoint is open and `serve` binds loopback only.
+    api_keys: list[ApiKey] = Field(default_factory=list)
+    # Token bucket per key (per client address without keys), per process; 0 turns it off.
+    # Unset: 50/s with keys, off without keys (loopback: tests, benchmarks, one developer).
+    rate_limit_per_s: float | None = Field(default=None, ge=0)
+    rate_limit_burst: int = Field(default=100, ge=1)
+    # On SIGTERM, requests in flight get this long to finish before they are cancelled.
+    shutdown_grace_s: float = Field(default=30.0, gt=0)
 
     # The `other` route's fallback: `provider:model` for LangChain's `init_chat_model`
     # (the agent, checkpointed in var_dir); unset → the embedded FAQ responder.
@@ -73,6 +90,12 @@ class Settings(BaseSettings):
     # {"name", "salt", "variants": [{name, backend, model, policy, weight}], "shadows": [...],
     #  "planned_requests"}. None: every request goes to the configured backend.
     experiment: ExperimentConfig | None = None
+
+    # Logs (router/logs.py): one JSON object per line on stderr. E-mail addresses and
+    # order/account ids are masked in every line unless the retention policy allows
+    # customer data in logs (log_customer_data=true).
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    log_customer_data: bool = False
 
     @field_validator(
         "var_dir",

@@ -14,9 +14,12 @@ The agent is `langchain.agents.create_agent` with
   errors), `SummarizationMiddleware` (bounded history). The limits raise; a limit that
   is hit, an exhausted retry or any model error ends in a hand-off, never in an error to
   the customer.
-- a checkpointer (`langgraph-checkpoint-sqlite`, one thread per case): a run that was
-  interrupted after some steps resumes from its saved state when the same message is
-  handled again, without sending the customer message or repeating a tool call.
+- a checkpointer (one thread per case): a run that was interrupted after some steps
+  resumes from its saved state when the same message is handled again, without sending
+  the customer message or repeating a tool call. It lives where the gateway's state
+  lives: in the same PostgreSQL database when the gateway uses PostgreSQL
+  (`langgraph-checkpoint-postgres`, so every worker process sees every run), otherwise in
+  a SQLite file next to the gateway's (`langgraph-checkpoint-sqlite`).
 - a recorder middleware: every model call and every tool call (with its arguments and
   result, or its error) becomes an observation in the case history.
 
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +51,8 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import BaseTool, tool
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from sqlalchemy import Engine
+from sqlalchemy.engine import URL
 
 from handlers.cases import Action
 from handlers.fallback.output_check import check_output
@@ -96,6 +102,64 @@ def sqlite_checkpointer(path: Path) -> BaseCheckpointSaver:
 
     path.parent.mkdir(parents=True, exist_ok=True)
     return SqliteSaver(sqlite3.connect(path, check_same_thread=False))
+
+
+# Session-level (the setup runs in autocommit: CREATE INDEX CONCURRENTLY cannot run in a
+# transaction), per schema like the gateway's own migration lock.
+SETUP_LOCK_TIMEOUT_S = 120.0
+_PG_SETUP_LOCK = ("hashtextextended('support-router:checkpoints:' || "
+                  "coalesce(current_schema(), ''), 0)")
+
+
+def postgres_checkpointer(url: URL) -> BaseCheckpointSaver:
+    """LangGraph's PostgresSaver on the gateway's database, its tables set up once.
+
+    `url` is the gateway's SQLAlchemy URL; psycopg takes the same thing as a libpq URI
+    (query options such as `options=-csearch_path=…` carry over). The saver gets a small
+    pool so a dropped connection is replaced instead of breaking the agent for good.
+    `setup()` creates LangGraph's own tables (its own migrations, not ours) and is not
+    safe when two workers start at once, so it runs under an advisory lock. The lock is
+    polled, not waited for: setup's `CREATE INDEX CONCURRENTLY` waits for every open
+    transaction, including a worker's statement blocked on the lock — a deadlock.
+    """
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from psycopg import Connection
+    from psycopg.rows import dict_row
+    from psycopg_pool import ConnectionPool
+
+    conninfo = url.set(drivername="postgresql").render_as_string(hide_password=False)
+    options: dict[str, Any] = {"autocommit": True, "prepare_threshold": 0,
+                               "row_factory": dict_row}
+    with Connection.connect(conninfo, **options) as conn:
+        deadline = time.monotonic() + SETUP_LOCK_TIMEOUT_S
+        while not conn.execute(f"SELECT pg_try_advisory_lock({_PG_SETUP_LOCK}) AS ok"
+                               ).fetchone()["ok"]:  # type: ignore[index]
+            if time.monotonic() > deadline:
+                raise TimeoutError("another process holds the checkpointer setup lock")
+            time.sleep(0.05)
+        try:
+            PostgresSaver(conn).setup()  # type: ignore[arg-type]
+        finally:
+            conn.execute(f"SELECT pg_advisory_unlock({_PG_SETUP_LOCK})")
+    pool: ConnectionPool = ConnectionPool(conninfo, kwargs=options, min_size=1, max_size=2,
+                                          check=ConnectionPool.check_connection, open=True,
+                                          name="agent-checkpoints")
+    return PostgresSaver(pool)  # type: ignore[arg-type]
+
+
+def make_checkpointer(engine: Engine | None, sqlite_path: Path) -> BaseCheckpointSaver:
+    """PostgreSQL when the gateway's database is PostgreSQL, else the SQLite file."""
+    if engine is not None and engine.dialect.name == "postgresql":
+        return postgres_checkpointer(engine.url)
+    return sqlite_checkpointer(sqlite_path)
+
+
+def close_checkpointer(checkpointer: BaseCheckpointSaver) -> None:
+    """Release the checkpointer's connections (the PostgreSQL pool, the SQLite file)."""
+    conn = getattr(checkpointer, "conn", None)
+    close = getattr(conn, "close", None)
+    if callable(close):
+        close()
 
 
 def _clip(value: Any, limit: int = 500) -> str:
@@ -260,13 +324,15 @@ class AgentFallback:
 
 
 def build_agent_fallback(spec: str, store: Store, *, max_tokens: int,
-                         checkpoint_path: Path) -> AgentFallback:
-    """The agent for a configured `provider:model`, with the shipped FAQ and SQLite state."""
+                         checkpoint_path: Path, engine: Engine | None = None) -> AgentFallback:
+    """The agent for a configured `provider:model`, with the shipped FAQ; its state goes
+    to `engine`'s database when that is PostgreSQL, else to the SQLite `checkpoint_path`."""
     from handlers.fallback.responder import load_faq_model
 
     limits = AgentLimits(max_tokens=max_tokens)
-    return AgentFallback(load_chat_model(spec, max_tokens=max_tokens), store,
-                         load_faq_model(), checkpointer=sqlite_checkpointer(checkpoint_path),
+    model = load_chat_model(spec, max_tokens=max_tokens)  # fails before opening anything
+    return AgentFallback(model, store, load_faq_model(),
+                         checkpointer=make_checkpointer(engine, checkpoint_path),
                          limits=limits)
 
 

@@ -2,20 +2,38 @@
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
-from fastapi import FastAPI, Request, Response
+from fastapi import APIRouter, FastAPI
 
 from router.bootstrap import build_services
+from router.gateway.access import install_access
 from router.gateway.deps import Services
-from router.gateway.errors import install_error_handlers
+from router.gateway.errors import ERROR_RESPONSES, error_responses, install_error_handlers
+from router.gateway.limits import RequestLimits
+from router.gateway.observability import REQUEST_ID_HEADER as REQUEST_ID_HEADER
+from router.gateway.observability import ObservabilityMiddleware
 from router.gateway.routes import admin, approvals, cases, handoffs, health, messages, route
+from router.gateway.routes import metrics as metrics_route
+from router.logs import install_logging
 from router.settings import Settings, get_settings
 
+# The error statuses each router's handlers can answer with (router.errors), documented in
+# OpenAPI next to ERROR_RESPONSES (body and parameter checks, every route).
+ROUTER_ERRORS: list[tuple[APIRouter, dict[int | str, dict[str, Any]]]] = [
+    (health.router, {503: {"description": "`/readyz`: not ready (`status: not_ready`)"}}),
+    (route.router, error_responses(503)),
+    (messages.router, error_responses(404, 503)),
+    (approvals.router, error_responses(404, 409, 503)),
+    (cases.router, error_responses(404)),
+    (handoffs.router, error_responses(404, 409)),
+    (admin.router, error_responses(409)),
+]
 ROUTERS = [
     health.router,
+    metrics_route.router,
     route.router,
     messages.router,
     approvals.router,
@@ -23,19 +41,30 @@ ROUTERS = [
     handoffs.router,
     admin.router,
 ]
-REQUEST_ID_HEADER = "X-Request-ID"
 
 
-def create_app(settings: Settings | None = None, *, services: Services | None = None) -> FastAPI:
-    """Build the app; services (model, policy, database) are built at start-up, not import."""
+def create_app(settings: Settings | None = None, *, services: Services | None = None,
+               json_logs: bool = False) -> FastAPI:
+    """Build the app; services (model, policy, database) are built at start-up, not import.
+
+    `json_logs=True` (the served app, `router.gateway.asgi`) installs the JSON log handler
+    on the root logger while the app runs (router/logs.py). Off by default, because the
+    root logger belongs to the process: an app run inside a CLI command (`tasks run`) or
+    a test must not start writing the process's log lines to stderr.
+    """
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        undo_logging = (install_logging(services.settings if services is not None
+                                        else settings or get_settings())
+                        if json_logs else lambda: None)
         if services is None:
             app.state.services = build_services(settings or get_settings())
+        install_access(app)
         yield
         app.state.services.router.close()
         app.state.services.engine.dispose()
+        undo_logging()  # the root logger is process-wide: leave it as it was found
 
     app = FastAPI(
         title="support-router",
@@ -46,16 +75,18 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     if services is not None:
         app.state.services = services
     install_error_handlers(app)
+    # Added before the request-id middleware, so it runs inside it: its refusals carry
+    # the request id too. Bodies are checked before routing: nothing is written.
+    app.add_middleware(RequestLimits)
 
-    @app.middleware("http")
-    async def request_id(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        request.state.request_id = uuid.uuid4().hex
-        response = await call_next(request)
-        response.headers[REQUEST_ID_HEADER] = request.state.request_id
-        return response
+    # Request id, access log line and latency histogram (router/gateway/observability.py);
+    # added last, so it is the outermost of ours and sees every refusal of the others.
+    app.add_middleware(ObservabilityMiddleware)
 
     for api_router in ROUTERS:
-        app.include_router(api_router)
+        responses = dict(ERROR_RESPONSES)
+        for known, extra in ROUTER_ERRORS:
+            if known is api_router:
+                responses |= extra
+        app.include_router(api_router, responses=responses)
     return app

@@ -1,8 +1,9 @@
 """ASGI entry point for process managers: `uvicorn router.gateway.asgi:app --workers N`.
 
-Settings are read from the environment when the app starts, in each worker.
+Settings are read from the environment when the app starts, in each worker. Logs are
+JSON lines (router/logs.py) whoever started the process, replacing uvicorn's own format.
 """
 
 from router.gateway.app import create_app
 
-app = create_app()
+app = create_app(json_logs=True)

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials
 from sqlalchemy import Engine
 
+from router.access import ROLES
+from router.gateway.access import api_key_scheme, bearer_scheme, check_access
 from router.service import RouterService
 from router.settings import Settings
 
@@ -23,23 +26,32 @@ class Services:
     ready: bool = False
 
 
-def get_services(request: Request) -> Services:
+async def get_services(request: Request) -> Services:
+    """Async on purpose: FastAPI runs a plain `def` dependency on a worker thread, a
+    thread hop per request for one attribute read."""
     return request.app.state.services
 
 
 ServicesDep = Annotated[Services, Depends(get_services)]
 
 
-def require_role(role: str) -> Callable[[Request], None]:
-    """Dependency hook for role checks: `Depends(require_role("admin"))`.
+def require_role(role: str) -> Callable[..., Awaitable[None]]:
+    """Dependency for role checks: `Depends(require_role("admin"))` on a route or router.
 
-    API keys and roles arrive in a later issue; until keys are configured this allows
-    every request. Routes that need a role declare it now, so that issue only fills in
-    this function.
+    The key (`Authorization: Bearer` or `X-API-Key`), its role and the caller's rate limit
+    are checked in `router.gateway.access.check_access`. Async, so the check runs on the
+    event loop instead of taking a threadpool slot before the handler does.
     """
+    if role not in ROLES:
+        raise ValueError(f"unknown role {role!r}; roles are {ROLES}")
 
-    def check(request: Request) -> None:
-        return None
+    async def check(
+        request: Request,
+        bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)],
+        header_key: Annotated[str | None, Depends(api_key_scheme)],
+    ) -> None:
+        check_access(request, role, bearer, header_key)
 
     check.__name__ = f"require_{role}"
+    check.role = role  # type: ignore[attr-defined]  # read by the test that every route has one
     return check

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from router.contracts import Decision, DecisionRoute
-from router.gateway.schemas import CustomerText, Identifier
+from router.gateway.schemas import CustomerText, Identifier, UtcDateTime
 
 SupervisorName = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[^\x00-\x1f\x7f]+$")]
 
@@ -90,7 +89,7 @@ class ApprovalRow(BaseModel):
 class CaseMessageOut(BaseModel):
     role: str
     text: str
-    created_at: datetime
+    created_at: UtcDateTime
     request_id: str | None
     status: str | None
 
@@ -100,8 +99,8 @@ class CaseOut(BaseModel):
     status: str
     flow: str | None
     customer_id: str | None
-    created_at: datetime
-    updated_at: datetime
+    created_at: UtcDateTime
+    updated_at: UtcDateTime
     messages: list[CaseMessageOut]
     decisions: list[dict[str, Any]]
     actions: list[dict[str, Any]]
@@ -111,7 +110,7 @@ class CaseOut(BaseModel):
 class HandoffRow(BaseModel):
     case_id: str
     customer_id: str | None
-    since: datetime
+    since: UtcDateTime
     reason: str | None
     summary: str | None
     last_customer_message: str | None

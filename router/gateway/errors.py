@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -15,9 +16,39 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from router.errors import SupportRouterError
-from router.gateway.schemas import CUSTOM_ERROR_CODES
+from router.gateway.schemas import CUSTOM_ERROR_CODES, ErrorOut
 
 logger = logging.getLogger(__name__)
+
+_DESCRIPTIONS = {
+    400: "the body is not UTF-8 JSON (`invalid_json`, `invalid_encoding`) or nests too deep "
+         "(`json_too_deep`)",
+    401: "missing or unknown API key (`unauthorized`)",
+    403: "the key lacks the role this endpoint needs (`forbidden`), or a policy forbids it",
+    404: "no such case or operation (`not_found`, `unknown_case`, `unknown_operation`)",
+    409: "conflicts with the current state (`conflict` and more specific codes)",
+    413: "the body is larger than `max_body_bytes` (`body_too_large`)",
+    415: "the body is not sent as `application/json` (`unsupported_media_type`)",
+    422: "the JSON does not fit the request model (`invalid_request`, `empty_text`, "
+         "`text_too_long`, `control_characters`, …)",
+    429: "rate limit exceeded (`rate_limited`), see `Retry-After`",
+    503: "a dependency is unavailable (`model_unavailable`, `store_error`)",
+}
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses=` entries for these statuses, each with the one error model.
+
+    Declared so that clients (and the schemathesis test) see every status the gateway can
+    answer with, and that FastAPI's default 422 schema (`{"detail": [...]}`, a shape we
+    never send) is replaced by ours.
+    """
+    return {status: {"model": ErrorOut, "description": _DESCRIPTIONS[status]}
+            for status in statuses}
+
+
+ERROR_RESPONSES = error_responses(400, 413, 415, 422)
+"""Every route: bodies and parameters are checked (router/gateway/limits.py, validation)."""
 
 _HTTP_CODES = {
     400: "bad_request",

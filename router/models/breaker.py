@@ -24,6 +24,7 @@ from typing import Literal, TypeVar
 
 from router.contracts import RouteScores
 from router.errors import ModelUnavailable
+from router.metrics import track_breaker
 from router.models.base import DecisionModel
 
 logger = logging.getLogger(__name__)
@@ -54,6 +55,8 @@ class CircuitBreaker:
         self._failures = 0
         self._opened_at = 0.0
         self._probe_in_flight = False
+        self.on_state_change: Callable[[BreakerState], None] | None = None
+        """Called (under the lock, so keep it tiny) on every transition; metrics use it."""
 
     @property
     def state(self) -> BreakerState:
@@ -122,6 +125,8 @@ class CircuitBreaker:
                 self._failures,
             )
         self._state = state
+        if self.on_state_change is not None:
+            self.on_state_change(state)
 
 
 class GuardedRouteModel:
@@ -135,6 +140,7 @@ class GuardedRouteModel:
     def __init__(self, primary: DecisionModel, breaker: CircuitBreaker) -> None:
         self.primary = primary
         self.breaker = breaker
+        track_breaker(primary.name, breaker)  # exported as support_router_breaker_state
 
     @property
     def name(self) -> str:

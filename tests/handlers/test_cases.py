@@ -54,3 +54,21 @@ def test_view_has_messages_decisions_and_actions_in_order(book: CaseBook) -> Non
     assert [a["code"] for a in view["actions"]] == ["clarify", "clarify"]
     assert view["status"] == "resolved"
     assert book.view("c-nope") is None
+
+
+def test_record_once_writes_a_keyed_turn_once(book: CaseBook) -> None:
+    case_id = new_case_id()
+    book.record(case_id, _turn())
+    told = _turn(request_id=None, customer_text=None, decision=None, status="resolved",
+                 actions=[Action("refunds.decide", success("refund_issued", "issued",
+                                                           operation="op-1"))])
+    assert book.record_once(case_id, told, action="refunds.decide", key="operation",
+                            value="op-1")
+    assert not book.record_once(case_id, told, action="refunds.decide", key="operation",
+                                value="op-1")
+    assert book.record_once(case_id, told, action="refunds.decide", key="operation",
+                            value="op-2")
+    view = book.view(case_id)
+    assert [a["name"] for a in view["actions"]] == ["desk.clarify", "refunds.decide",
+                                                    "refunds.decide"]
+    assert len(view["messages"]) == 2 + 2

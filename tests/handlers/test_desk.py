@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from sqlalchemy import Engine, func, select
 
@@ -170,8 +168,8 @@ def test_unknown_approval_filter(desk: SupportDesk) -> None:
     assert exc.value.code == "invalid_status"
 
 
-def test_restart_between_hold_and_approval_issues_exactly_once(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'restart.db'}"
+def test_restart_between_hold_and_approval_issues_exactly_once(db_url: str) -> None:
+    url = db_url
     first_engine = make_engine(url)
     first = build_desk(first_engine, fixture_path=FIXTURE, today=TODAY)
     case_id, op = _held(first)
@@ -203,7 +201,38 @@ def test_twenty_concurrent_identical_messages_on_a_case_refund_once(any_db_url: 
             outs = list(pool.map(lambda _: desk.handle_message(
                 text, opened.case_id, None, decision("refund")), range(20)))
         assert {o.status for o in outs} == {"resolved"}
+        # Every one got the refund's receipt (one fresh, the rest replayed), none a
+        # refusal from a policy check that saw the winner's refund half-way.
+        assert {o.actions[-1]["name"] for o in outs} == {"refunds.request"}
+        assert sorted(o.actions[-1]["artifacts"]["replayed"] for o in outs) == \
+            [False] + [True] * 19
         assert new_refunds(before, snapshot(engine)) == [("O-1001", 4800)]
         assert len(desk.get_case(opened.case_id)["messages"]) == 2 + 2 * 20
     finally:
         engine.dispose()
+
+
+def test_concurrent_decisions_on_one_hold_tell_the_customer_once(desk: SupportDesk,
+                                                                 engine: Engine) -> None:
+    """Approvals and rejections at once: one decision wins, one message to the customer."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    case_id, op = _held(desk)
+    choices = ["approve", "reject"] * 6
+
+    def decide(choice: str) -> str:
+        try:
+            desk.decide_approval(op, choice, "maria")
+            return choice
+        except Conflict:
+            return "refused"
+
+    with ThreadPoolExecutor(max_workers=len(choices)) as pool:
+        results = list(pool.map(decide, choices))
+    (winner,) = set(results) - {"refused"}
+    assert results.count(winner) == 6 and results.count("refused") == 6
+    told = [a for a in desk.get_case(case_id)["actions"] if a["name"] == "refunds.decide"]
+    assert len(told) == 1
+    expected = [("O-2002", 35000)] if winner == "approve" else []
+    assert [(r["order_id"], r["amount_cents"]) for r in snapshot(engine)["refunds"]
+            if r["id"] > 1] == expected

@@ -1,4 +1,9 @@
-"""The LangChain fallback agent, driven by LangChain's scripted fake chat models (no network)."""
+"""The LangChain fallback agent, driven by LangChain's scripted fake chat models (no network).
+
+Every test runs on SQLite and on PostgreSQL (the `desk` fixture); the agent's checkpointer
+follows the desk's database, as in the gateway: LangGraph's PostgresSaver in the same
+database on PostgreSQL, the SQLite saver in a file otherwise.
+"""
 
 from __future__ import annotations
 
@@ -10,10 +15,18 @@ from typing import Any
 import pytest
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage
-from sqlalchemy import Engine
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from sqlalchemy import Engine, inspect
 
 from handlers.desk import SupportDesk, build_desk
-from handlers.fallback.agent import AgentFallback, AgentLimits, _Recorder, sqlite_checkpointer
+from handlers.fallback.agent import (
+    AgentFallback,
+    AgentLimits,
+    _Recorder,
+    close_checkpointer,
+    make_checkpointer,
+    postgres_checkpointer,
+)
 from handlers.fallback.responder import load_faq_model
 from handlers.flow import FlowInput
 from handlers.store import SqlStore, snapshot
@@ -34,11 +47,23 @@ def _call(name: str, args: dict[str, str], n: int = 1) -> AIMessage:
     return AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": f"call-{n}"}])
 
 
+_OPENED: list[BaseCheckpointSaver] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_checkpointers() -> Iterator[None]:
+    """Each agent below opens its own checkpointer (a restart); close them all."""
+    yield
+    while _OPENED:
+        close_checkpointer(_OPENED.pop())
+
+
 def _agent(desk: SupportDesk, tmp_path: Path, messages: Iterator[AIMessage], *,
            store: Any = None) -> AgentFallback:
+    checkpointer = make_checkpointer(desk.store.engine, tmp_path / "checkpoints.sqlite")
+    _OPENED.append(checkpointer)
     return AgentFallback(ScriptedChatModel(messages=messages), store or desk.store,
-                         load_faq_model(), checkpointer=sqlite_checkpointer(
-                             tmp_path / "checkpoints.sqlite"), limits=FAST)
+                         load_faq_model(), checkpointer=checkpointer, limits=FAST)
 
 
 def _flow(text: str, customer: str | None = "A-100", case_id: str = "c-agent") -> FlowInput:
@@ -166,3 +191,40 @@ def test_an_unknown_model_provider_fails_at_start_up(engine: Engine, tmp_path: P
         build_desk(engine, fixture_path=FIXTURE, today=TODAY,
                    fallback_model="no-such-provider:model",
                    checkpoint_path=tmp_path / "checkpoints.sqlite")
+
+
+def test_checkpoints_live_in_the_gateways_database(desk: SupportDesk, engine: Engine,
+                                                   tmp_path: Path) -> None:
+    """On PostgreSQL every worker must see every run, so state is not in a local file."""
+    agent = _agent(desk, tmp_path, iter([AIMessage(content="We ship within two days.")]))
+    assert agent.handle(_flow("How fast do you ship?", case_id="c-where")).status == \
+        "resolved"
+    if engine.dialect.name == "postgresql":
+        assert type(agent.checkpointer).__name__ == "PostgresSaver"
+        assert not (tmp_path / "checkpoints.sqlite").exists()
+        assert "checkpoints" in inspect(engine).get_table_names()
+        with engine.connect() as conn:
+            threads = conn.exec_driver_sql("SELECT DISTINCT thread_id FROM checkpoints")
+            assert [row[0] for row in threads] == ["case:c-where"]
+    else:
+        assert type(agent.checkpointer).__name__ == "SqliteSaver"
+        assert (tmp_path / "checkpoints.sqlite").exists()
+
+
+def test_postgres_checkpointers_set_up_by_several_workers_at_once(postgres_url: str) -> None:
+    """LangGraph's setup() is not safe to race; ours takes a lock around it."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from router.db import make_engine
+
+    engine = make_engine(postgres_url)
+    try:
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            savers = list(pool.map(lambda _: postgres_checkpointer(engine.url), range(4)))
+        for saver in savers:
+            close_checkpointer(saver)
+        with engine.connect() as conn:
+            versions = conn.exec_driver_sql("SELECT v FROM checkpoint_migrations").scalars()
+            assert sorted(versions) == list(range(len(savers[0].MIGRATIONS)))
+    finally:
+        engine.dispose()

@@ -30,7 +30,7 @@ def test_list_and_decide(cli_env: Settings) -> None:
     op = _hold(cli_env)
     listed = runner.invoke(approvals_app, ["list"])
     assert listed.exit_code == 0 and op in listed.output and "$350.00" in listed.output
-    as_json = json.loads(runner.invoke(approvals_app, ["list", "--json"]).output)
+    as_json = json.loads(runner.invoke(approvals_app, ["list", "--json"]).stdout)
     assert [r["operation"] for r in as_json] == [op]
 
     decided = runner.invoke(approvals_app, ["decide", op, "approve", "--supervisor", "maria"])
@@ -60,7 +60,7 @@ def test_tasks_run_json_and_exit_code(cli_env: Settings, tmp_path: Path) -> None
     good = {"id": "handoff", "message": "hello", "expect": {}}
     suite.write_text(json.dumps(good) + "\n", encoding="utf-8")
     result = runner.invoke(tasks_app, ["run", "--suite", str(suite), "--json"])
-    report = json.loads(result.output)
+    report = json.loads(result.stdout)
     assert result.exit_code == 0 and report["passed"] == 1 and report["failed"] == 0
     assert set(report["results"][0]) >= {"id", "passed", "reason", "route", "status", "reply"}
     assert report["results"][0]["wrote"] is False

@@ -18,7 +18,7 @@ COMPLAINT = "The courier was rude to my mother; I want to complain."
 def test_faq_eval_reports_held_out_precision_and_handoff_rate() -> None:
     result = runner.invoke(app, ["faq-eval", "--json"])
     assert result.exit_code == 0, result.output
-    report = json.loads(result.output)
+    report = json.loads(result.stdout)
     held_out = report["held_out"]
     assert held_out["precision"] >= 0.95 and 0 < held_out["handoff_rate"] < 1
     assert held_out["threshold"] == report["non_test"]["threshold"]
@@ -34,7 +34,7 @@ def test_list_and_reply(cli_env: Settings) -> None:
     listed = runner.invoke(app, ["handoffs", "list"])
     assert listed.exit_code == 0 and case_id in listed.output
     assert (
-        json.loads(runner.invoke(app, ["handoffs", "list", "--json"]).output)[0]["case_id"]
+        json.loads(runner.invoke(app, ["handoffs", "list", "--json"]).stdout)[0]["case_id"]
         == case_id
     )
     replied = runner.invoke(

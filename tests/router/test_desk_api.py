@@ -24,6 +24,11 @@ TEAPOT = (
     "Please refund the full amount."
 )
 
+@pytest.fixture
+def settings(settings: Settings, any_db_url: str) -> Settings:
+    """These tests store cases, refunds and decisions: run them on SQLite and PostgreSQL."""
+    return settings.model_copy(update={"database_url": any_db_url})
+
 
 def _refunds(client: TestClient) -> list[tuple[str, int]]:
     from handlers.store import snapshot

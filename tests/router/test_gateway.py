@@ -61,7 +61,7 @@ def test_bad_input_is_a_4xx_with_a_stable_code_and_logs_nothing(
     ("content", "content_type", "code"),
     [
         (b'{"text": "unterminated', "application/json", "invalid_json"),
-        (b"\xff\xfe not utf-8", "application/json", "invalid_json"),
+        (b"\xff\xfe not utf-8", "application/json", "invalid_encoding"),
     ],
 )
 def test_malformed_bodies(client: TestClient, content: bytes, content_type: str, code: str) -> None:

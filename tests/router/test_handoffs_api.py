@@ -5,9 +5,15 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
+from router.settings import Settings
 from tests.tables import row_counts
 
 COMPLAINT = "The courier was rude to my mother; I want to complain."
+
+@pytest.fixture
+def settings(settings: Settings, any_db_url: str) -> Settings:
+    """These tests store cases, refunds and decisions: run them on SQLite and PostgreSQL."""
+    return settings.model_copy(update={"database_url": any_db_url})
 
 
 def _hand_off(client: TestClient) -> str:

@@ -11,6 +11,7 @@ from fastapi import APIRouter, Depends
 from pydantic import BaseModel
 
 from router.contracts import Policy
+from router.gateway.access import ACCESS_RESPONSES
 from router.gateway.deps import ServicesDep, require_role
 from router.policy import load_policy
 from router.policy_store import (
@@ -22,7 +23,8 @@ from router.policy_store import (
 )
 
 router = APIRouter(prefix="/v1/admin", tags=["admin"],
-                   dependencies=[Depends(require_role("admin"))])
+                   dependencies=[Depends(require_role("admin"))],
+                   responses=ACCESS_RESPONSES)
 
 
 class PolicySwitchOut(BaseModel):

@@ -2,12 +2,14 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Depends, Query
 
-from router.gateway.deps import ServicesDep
+from router.gateway.access import ACCESS_RESPONSES
+from router.gateway.deps import ServicesDep, require_role
 from router.gateway.desk_schemas import ApprovalDecisionIn, ApprovalOut, ApprovalRow
 
-router = APIRouter(tags=["approvals"])
+router = APIRouter(tags=["approvals"], dependencies=[Depends(require_role("supervisor"))],
+                   responses=ACCESS_RESPONSES)
 
 
 @router.get("/v1/approvals", response_model=list[ApprovalRow])

@@ -1,11 +1,13 @@
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends
 
-from router.gateway.deps import ServicesDep
+from router.gateway.access import ACCESS_RESPONSES
+from router.gateway.deps import ServicesDep, require_role
 from router.gateway.desk_schemas import CaseOut
 
-router = APIRouter(tags=["cases"])
+router = APIRouter(tags=["cases"], dependencies=[Depends(require_role("gateway"))],
+                   responses=ACCESS_RESPONSES)
 
 
 @router.get("/v1/cases/{case_id}", response_model=CaseOut)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends
 
+from router.gateway.access import ACCESS_RESPONSES
 from router.gateway.deps import ServicesDep, require_role
 from router.gateway.desk_schemas import HandoffReplyIn, HandoffReplyOut, HandoffRow
 from router.gateway.schemas import Identifier
 
-router = APIRouter(tags=["handoffs"], dependencies=[Depends(require_role("agent"))])
+router = APIRouter(tags=["handoffs"], dependencies=[Depends(require_role("agent"))],
+                   responses=ACCESS_RESPONSES)
 
 
 @router.get("/v1/handoffs", response_model=list[HandoffRow])

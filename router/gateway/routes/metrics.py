@@ -1,0 +1,22 @@
+"""`GET /metrics`: Prometheus exposition of `router.metrics` (all workers in multi-process mode).
+
+Unauthenticated on purpose, like `/healthz`: scrapers rarely carry API keys, and nothing
+here identifies a customer (labels are route templates, routes, reasons, backends and
+model names). Restrict it at the network (bind loopback, or firewall the scrape port)
+where the numbers themselves are sensitive.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response
+
+from router.metrics import render
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/metrics", include_in_schema=False)
+def metrics() -> Response:
+    """The Prometheus text format; a sync endpoint so rendering runs off the event loop."""
+    body, content_type = render()
+    return Response(body, media_type=content_type)
