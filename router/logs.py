@@ -11,7 +11,7 @@ library's, uvicorn's) wrote the record. `Settings.log_customer_data` turns maski
 where the retention policy allows it. Customer message text is never logged by this
 code; a line that quotes it must use `excerpt()` (masked and cut short).
 
-The request id travels in a contextvar set by the gateway's middleware; Starlette copies
+The request ids travel in contextvars set by the gateway's middleware; Starlette copies
 the context into the threadpool that runs sync endpoints, so a line logged deep inside a
 handler carries it too.
 """
@@ -30,6 +30,8 @@ from typing import IO, Any
 from router.settings import Settings
 
 request_id_var: ContextVar[str | None] = ContextVar("request_id", default=None)
+client_request_id_var: ContextVar[str | None] = ContextVar("client_request_id", default=None)
+"""The caller's own `X-Request-ID`, logged next to ours so their traces join our lines."""
 
 EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 ORDER_ID = re.compile(r"(?<![\w-])#?(?:[OoОо][-–—_]?\s?\d{3,}|A-?\d{3,})(?![\w-])")
@@ -91,6 +93,9 @@ class JsonFormatter(logging.Formatter):
             "message": self._clean(message),
             "request_id": getattr(record, "request_id", None) or request_id_var.get(),
         }
+        client_request_id = client_request_id_var.get()
+        if client_request_id is not None:
+            out["client_request_id"] = client_request_id
         for key, value in record.__dict__.items():  # the `extra=` fields, in their order
             if key not in _RECORD_FIELDS and key not in out:
                 out[key] = self._clean(value) if isinstance(value, str) else value

@@ -6,11 +6,14 @@ tens of microseconds a request; this wraps `send` only. At ≥ 1,500 req/s that 
 
 What it does for every HTTP request:
 
-- **Request id**: an incoming `X-Request-ID` is kept when it is a sane token (1–64 of
-  `[A-Za-z0-9._-]`, so it cannot inject anything into logs or headers); otherwise a new
-  one is generated. It is put in `request.state.request_id` (error bodies and decisions
-  use it), in the `request_id_var` contextvar (every log line), and in the response's
-  `X-Request-ID` header.
+- **Request id**: always generated here, because it is the decision log's key and the
+  data team's join key: a caller's id could repeat (a retry, a buggy client) and must
+  not be able to collide with or overwrite another request's row. It is put in
+  `request.state.request_id` (error bodies and decisions use it), in the
+  `request_id_var` contextvar (every log line), and in the response's `X-Request-ID`
+  header. A caller's own `X-Request-ID` is kept as `client_request_id` on every log
+  line when it is a sane token (1–64 of `[A-Za-z0-9._-]`, so it cannot inject anything
+  into logs), so their traces still join ours.
 - **Metrics**: `support_router_http_request_duration_seconds{endpoint, method, status}`
   where `endpoint` is the matched route's template (`/v1/cases/{case_id}`), never the raw
   path (which would make one series per case), and `unmatched` for 404s.
@@ -27,7 +30,7 @@ from time import perf_counter
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from router.logs import request_id_var
+from router.logs import client_request_id_var, request_id_var
 from router.metrics import UNMATCHED, observe_request
 
 REQUEST_ID_HEADER = "X-Request-ID"
@@ -59,9 +62,10 @@ class ObservabilityMiddleware:
             await self.app(scope, receive, send)
             return
         start = perf_counter()
-        request_id = incoming_request_id(scope) or os.urandom(16).hex()  # uuid4: 4× slower
+        request_id = os.urandom(16).hex()  # uuid4: 4× slower
         scope.setdefault("state", {})["request_id"] = request_id
         token = request_id_var.set(request_id)
+        client_token = client_request_id_var.set(incoming_request_id(scope))
         header = (_HEADER_KEY, request_id.encode("ascii"))
         status = 500  # what the client gets if the app raises before answering
 
@@ -82,6 +86,7 @@ class ObservabilityMiddleware:
             raise
         self._finish(scope, status, start)
         request_id_var.reset(token)
+        client_request_id_var.reset(client_token)
 
     @staticmethod
     def _finish(scope: Scope, status: int, start: float) -> None:

@@ -78,24 +78,34 @@ def test_access_line_is_json_with_the_request_id_of_the_response(
     [("lb-7f3a.01_X", True), ("x" * 64, True), ("x" * 65, False), ("has space", False),
      ("semi;colon", False), ("", False)],
 )
-def test_incoming_request_id_is_kept_only_when_sane(
+def test_incoming_request_id_is_logged_only_when_sane(
     client: TestClient, capsys: pytest.CaptureFixture[str], sent: str, kept: bool
 ) -> None:
     capsys.readouterr()
     response = client.get("/healthz", headers={"X-Request-ID": sent})
     returned = response.headers["X-Request-ID"]
-    if kept:
-        assert returned == sent
-    else:
-        assert returned != sent and len(returned) == 32 and int(returned, 16) >= 0
-    access_line(json_lines(capsys.readouterr().err), returned)
+    assert returned != sent and len(returned) == 32 and int(returned, 16) >= 0
+    line = access_line(json_lines(capsys.readouterr().err), returned)
+    assert line.get("client_request_id") == (sent if kept else None)
+
+
+def test_a_repeated_client_request_id_cannot_collide_in_the_decision_log(
+    client: TestClient,
+) -> None:
+    headers = {"X-Request-ID": "retry-1"}
+    first = client.post("/v1/route", json={"text": TEAPOT}, headers=headers)
+    again = client.post("/v1/route", json={"text": TEAPOT}, headers=headers)
+    message = client.post("/v1/messages", json={"text": TEAPOT}, headers=headers)
+    assert [r.status_code for r in (first, again, message)] == [200, 200, 200]
+    ids = {first.json()["request_id"], again.json()["request_id"],
+           message.json()["decision"]["request_id"]}
+    assert len(ids) == 3
 
 
 def test_error_body_carries_the_same_request_id(client: TestClient) -> None:
     response = client.post("/v1/route", json={"text": ""}, headers={"X-Request-ID": "err-1"})
     assert response.status_code == 422
-    assert response.headers["X-Request-ID"] == "err-1"
-    assert response.json()["error"]["request_id"] == "err-1"
+    assert response.json()["error"]["request_id"] == response.headers["X-Request-ID"]
 
 
 def test_customer_data_is_masked_by_default(
@@ -204,14 +214,15 @@ def test_serve_writes_only_json_lines_and_one_access_line_per_request(
     port, log = served
     response = httpx.post(f"http://127.0.0.1:{port}/v1/route", json={"text": TEAPOT},
                           headers={"X-Request-ID": "served-1"}, timeout=10)
-    assert response.headers["X-Request-ID"] == "served-1"
+    request_id = response.headers["X-Request-ID"]
     deadline = time.monotonic() + 10  # the line is written just after the response
-    while '"served-1"' not in log.read_text() and time.monotonic() < deadline:
+    while request_id not in log.read_text() and time.monotonic() < deadline:
         time.sleep(0.05)
     lines = json_lines(log.read_text())  # uvicorn's start-up lines included
     assert any(x["logger"].startswith("uvicorn") for x in lines)
-    requests = [x for x in lines if x["request_id"] == "served-1"]
+    requests = [x for x in lines if x["request_id"] == request_id]
     assert [x["logger"] for x in requests] == ["router.requests"]
+    assert requests[0]["client_request_id"] == "served-1"
     assert requests[0]["path"] == "/v1/route" and requests[0]["status"] == 200
 
 
@@ -229,12 +240,13 @@ def test_an_unexpected_error_is_logged_with_the_request_id_and_masked(
         response = client.get("/v1/broken", headers={"X-Request-ID": "boom-1"})
         out = capsys.readouterr().err
     assert response.status_code == 500
-    assert response.json()["error"]["request_id"] == "boom-1"
-    lines = [x for x in json_lines(out) if x["request_id"] == "boom-1"]
+    request_id = response.json()["error"]["request_id"]
+    lines = [x for x in json_lines(out) if x["request_id"] == request_id]
+    assert {x["client_request_id"] for x in lines} == {"boom-1"}
     assert {x["logger"] for x in lines} == {"router.requests", "router.gateway.errors"}
     error = next(x for x in lines if x["logger"] == "router.gateway.errors")
     assert "RuntimeError" in error["exc_info"] and "ana.novak" not in out
-    assert access_line(lines, "boom-1")["status"] == 500
+    assert access_line(lines, request_id)["status"] == 500
 
 
 def test_the_root_logger_is_left_as_it_was_found(settings: Settings) -> None:
