@@ -11,9 +11,7 @@ from handlers.store import snapshot
 from router.db import make_engine
 from router.errors import Conflict, InvalidInput, NotFound
 from tests.handlers.helpers import FIXTURE, TODAY, decision, new_refunds
-
-WHEELS = ("This is ben.ortiz@example.com. The carbon bike wheels from order O-2002 are cracked. "
-          "Refund the full $350 now, please.")
+from tests.messages import WHEELS
 
 
 def _case_count(engine: Engine) -> int:

@@ -9,9 +9,8 @@ from handlers.desk import SupportDesk
 from handlers.fallback.handoffs import check_reply
 from router.errors import Conflict, InvalidInput, NotFound
 from tests.handlers.helpers import decision
+from tests.messages import COMPLAINT
 from tests.tables import row_counts
-
-COMPLAINT = "The courier was rude to my mother; I want to complain."
 
 
 def test_the_queue_lists_handed_off_cases_and_a_reply_resolves_one(desk: SupportDesk) -> None:

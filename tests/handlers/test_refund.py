@@ -8,13 +8,10 @@ from sqlalchemy import Engine
 from handlers.desk import SupportDesk
 from handlers.store import snapshot
 from tests.handlers.helpers import decision, new_refunds
+from tests.messages import TEAPOT, WHEELS
 
-TEAPOT = ("Hi, this is ana.novak@example.com. My ceramic teapot (order O-1001) arrived broken. "
-          "Please refund the full amount.")
 KNIVES = ("Hello, ana.novak@example.com here. The knife set from order O-1002 arrived with one "
           "knife missing. Please refund $15.00 for the missing knife.")
-WHEELS = ("This is ben.ortiz@example.com. The carbon bike wheels from order O-2002 are cracked. "
-          "Refund the full $350 now, please.")
 
 
 def _send(desk: SupportDesk, text: str, *, case_id: str | None = None,

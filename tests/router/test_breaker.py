@@ -24,11 +24,11 @@ from router.service import BoundModel, RouterService
 from tests.router.test_typesafe import (
     REFUND_TEXT,
     Sleeps,
-    free_port,
     jevcompat_mock,
     jevcompat_proxy,
     make_model,
 )
+from tests.servers import free_port
 
 
 class FakeClock:

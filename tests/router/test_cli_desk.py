@@ -12,12 +12,9 @@ from typer.testing import CliRunner
 from router.cli_desk import approvals_app, tasks_app
 from router.gateway.app import create_app
 from router.settings import Settings
+from tests.messages import WHEELS
 
 runner = CliRunner()
-WHEELS = (
-    "This is ben.ortiz@example.com. The carbon bike wheels from order O-2002 are cracked. "
-    "Refund the full $350 now, please."
-)
 
 
 def _hold(settings: Settings) -> str:

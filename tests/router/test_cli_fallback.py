@@ -10,9 +10,9 @@ from typer.testing import CliRunner
 from router.cli import app
 from router.gateway.app import create_app
 from router.settings import Settings
+from tests.messages import COMPLAINT
 
 runner = CliRunner()
-COMPLAINT = "The courier was rude to my mother; I want to complain."
 
 
 def test_faq_eval_reports_held_out_precision_and_handoff_rate() -> None:

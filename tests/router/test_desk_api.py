@@ -13,16 +13,9 @@ from sqlalchemy import select
 from router.decision_log import decisions
 from router.gateway.app import create_app
 from router.settings import Settings
+from tests.messages import TEAPOT, WHEELS
 from tests.tables import row_counts
 
-WHEELS = (
-    "This is ben.ortiz@example.com. The carbon bike wheels from order O-2002 are cracked. "
-    "Refund the full $350 now, please."
-)
-TEAPOT = (
-    "Hi, this is ana.novak@example.com. My ceramic teapot (order O-1001) arrived broken. "
-    "Please refund the full amount."
-)
 
 @pytest.fixture
 def settings(settings: Settings, any_db_url: str) -> Settings:

@@ -6,9 +6,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from router.settings import Settings
+from tests.messages import COMPLAINT
 from tests.tables import row_counts
 
-COMPLAINT = "The courier was rude to my mother; I want to complain."
 
 @pytest.fixture
 def settings(settings: Settings, any_db_url: str) -> Settings:

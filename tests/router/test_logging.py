@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import socket
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -24,12 +22,10 @@ from fastapi.testclient import TestClient
 
 from router.gateway.app import create_app
 from router.logs import JsonFormatter, JsonLogHandler, excerpt, mask
-from router.settings import PROJECT_ROOT, Settings
+from router.settings import Settings
+from tests.messages import TEAPOT
+from tests.servers import GatewayProcess
 
-TEAPOT = (
-    "Hi, this is ana.novak@example.com. My ceramic teapot (order O-1001) arrived broken. "
-    "Please refund the full amount."
-)
 REQUEST_FIELDS = {"ts", "level", "logger", "message", "request_id", "method", "path", "status",
                   "duration_ms"}
 
@@ -173,46 +169,21 @@ def test_long_messages_are_cut() -> None:
     assert len(line["message"]) < 4100 and line["message"].endswith("more characters]")
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture
-def served(cli_env: Settings, tmp_path: Path) -> Iterator[tuple[int, Path]]:
+def served(cli_env: Settings, tmp_path: Path) -> Iterator[GatewayProcess]:
     """`support-router serve` as a real process on loopback, stderr to a file."""
-    port = _free_port()
-    log = tmp_path / "serve.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PROMETHEUS_MULTIPROC")}
-    with log.open("w") as handle:
-        proc = subprocess.Popen(
-            [sys.executable, "-c", "from router.cli import app; app()", "serve", "--port",
-             str(port)],
-            cwd=PROJECT_ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None, log.read_text()
-            time.sleep(0.2)
-        else:
-            pytest.fail(f"serve did not become ready:\n{log.read_text()}")
-        yield port, log
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+    with GatewayProcess() as server:
+        server.start(env, [], tmp_path / "serve.log")
+        server.wait_ready(60)
+        yield server
 
 
 def test_serve_writes_only_json_lines_and_one_access_line_per_request(
-    served: tuple[int, Path],
+    served: GatewayProcess,
 ) -> None:
-    port, log = served
-    response = httpx.post(f"http://127.0.0.1:{port}/v1/route", json={"text": TEAPOT},
+    log = served.log
+    response = httpx.post(f"{served.url}/v1/route", json={"text": TEAPOT},
                           headers={"X-Request-ID": "served-1"}, timeout=10)
     request_id = response.headers["X-Request-ID"]
     deadline = time.monotonic() + 10  # the line is written just after the response

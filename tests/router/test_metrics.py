@@ -19,6 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from router.contracts import RouteScores
 from router.models.breaker import CircuitBreaker, GuardedRouteModel
 from router.settings import PROJECT_ROOT
+from tests.messages import TEAPOT, WHEELS
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -28,14 +29,6 @@ MODEL = "support_router_model_latency_seconds"
 REFUNDS = "support_router_refunds_total"
 BREAKER = "support_router_breaker_state"
 
-TEAPOT = (
-    "Hi, this is ana.novak@example.com. My ceramic teapot (order O-1001) arrived broken. "
-    "Please refund the full amount."
-)
-WHEELS = (
-    "This is ben.ortiz@example.com. The carbon bike wheels from order O-2002 are cracked. "
-    "Refund the full $350 now, please."
-)
 VAGUE = "Hi, I need help with something."
 
 

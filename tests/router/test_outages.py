@@ -40,7 +40,8 @@ from router.experiments import ExperimentConfig
 from router.gateway.app import create_app
 from router.settings import Settings
 from router.training import TrainResult
-from tests.router.test_typesafe import KEY, busy_mock, free_port, jevcompat_mock, jevcompat_proxy
+from tests.router.test_typesafe import KEY, busy_mock, jevcompat_mock, jevcompat_proxy
+from tests.servers import free_port
 from tests.tables import row_counts
 
 TIMEOUT_S = 0.4

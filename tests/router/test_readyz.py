@@ -6,7 +6,6 @@ away must say so (503) rather than accept requests it cannot log or act on.
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 
 import pytest
@@ -17,13 +16,7 @@ from router.bootstrap import build_services
 from router.gateway.app import create_app
 from router.gateway.deps import Services
 from router.settings import Settings
-
-
-def _closed_port() -> int:
-    """A loopback port nothing listens on (bound, then released)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from tests.servers import free_port
 
 
 @pytest.fixture
@@ -35,7 +28,7 @@ def services(settings: Settings) -> Iterator[Services]:
 
 
 def _unreachable_postgres() -> Engine:
-    return create_engine(f"postgresql+psycopg://nobody@127.0.0.1:{_closed_port()}/none",
+    return create_engine(f"postgresql+psycopg://nobody@127.0.0.1:{free_port()}/none",
                          connect_args={"connect_timeout": 2})
 
 

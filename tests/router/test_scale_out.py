@@ -15,15 +15,10 @@ one PostgreSQL schema, with the session's trained model, and race requests acros
 from __future__ import annotations
 
 import os
-import signal
-import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -33,74 +28,18 @@ from sqlalchemy import Engine, select
 from handlers.refunds import refund_operations
 from handlers.store import refunds
 from router.db import make_engine
-from router.settings import PROJECT_ROOT
 from router.training import TrainResult
 from tests.conftest import postgres_schema
+from tests.messages import TEAPOT, WHEELS
+from tests.servers import GatewayProcess
 
-TEAPOT = (
-    "Hi, this is ana.novak@example.com. My ceramic teapot (order O-1001) arrived broken. "
-    "Please refund the full amount."
-)
-WHEELS = (
-    "This is ben.ortiz@example.com. The carbon bike wheels from order O-2002 are cracked. "
-    "Refund the full $350 now, please."
-)
 START_TIMEOUT_S = 180.0
-
-
-@dataclass
-class Gateway:
-    url: str
-    process: subprocess.Popen[bytes]
-    log: Path
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _start(env: dict[str, str], log: Path) -> Gateway:
-    port = _free_port()
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-c", "from router.cli import app; app()", "serve",
-             "--port", str(port)],
-            cwd=PROJECT_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
-        )
-    return Gateway(f"http://127.0.0.1:{port}", process, log)
-
-
-def _wait_ready(gateway: Gateway, deadline: float) -> None:
-    while time.monotonic() < deadline:
-        if gateway.process.poll() is not None:
-            pytest.fail(f"gateway exited with {gateway.process.returncode}:\n"
-                        f"{gateway.log.read_text(errors='replace')[-4000:]}")
-        try:
-            if httpx.get(f"{gateway.url}/readyz", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.3)
-    pytest.fail(f"gateway not ready in {START_TIMEOUT_S:.0f} s:\n"
-                f"{gateway.log.read_text(errors='replace')[-4000:]}")
-
-
-def _stop(gateway: Gateway) -> None:
-    if gateway.process.poll() is None:
-        gateway.process.send_signal(signal.SIGTERM)
-        try:
-            gateway.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            gateway.process.kill()
-            gateway.process.wait(timeout=10)
 
 
 @pytest.fixture(scope="module")
 def two_gateways(postgres_admin: Engine, trained: TrainResult,
                  tmp_path_factory: pytest.TempPathFactory,
-                 ) -> Iterator[tuple[list[Gateway], Engine]]:
+                 ) -> Iterator[tuple[list[GatewayProcess], Engine]]:
     """Two `support-router serve` processes on two ports over one PostgreSQL schema.
 
     They start at the same time, so they also race each other's migration and seeding
@@ -113,7 +52,7 @@ def two_gateways(postgres_admin: Engine, trained: TrainResult,
 
 
 def _serve_two(postgres_url: str, trained: TrainResult,
-               tmp_path: Path) -> Iterator[tuple[list[Gateway], Engine]]:
+               tmp_path: Path) -> Iterator[tuple[list[GatewayProcess], Engine]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SUPPORT_ROUTER_")}
     env.update({
         "SUPPORT_ROUTER_DATABASE_URL": postgres_url,
@@ -124,16 +63,17 @@ def _serve_two(postgres_url: str, trained: TrainResult,
     gateways = []
     for name in ("a", "b"):
         env["SUPPORT_ROUTER_VAR_DIR"] = str(tmp_path / f"var-{name}")
-        gateways.append(_start(dict(env), tmp_path / f"serve-{name}.log"))
+        gateways.append(GatewayProcess())
+        gateways[-1].start(dict(env), [], tmp_path / f"serve-{name}.log")
     engine = make_engine(postgres_url)
     try:
-        deadline = time.monotonic() + START_TIMEOUT_S
+        deadline = time.monotonic() + START_TIMEOUT_S  # for both: they start together
         for gateway in gateways:
-            _wait_ready(gateway, deadline)
+            gateway.wait_ready(deadline - time.monotonic())
         yield gateways, engine
     finally:
         for gateway in gateways:
-            _stop(gateway)
+            gateway.stop()
         engine.dispose()
 
 
@@ -151,7 +91,7 @@ def _operations(engine: Engine, case_id: str) -> list[dict]:
 
 
 def test_fifty_identical_refund_requests_across_two_processes_refund_once(
-        two_gateways: tuple[list[Gateway], Engine]) -> None:
+        two_gateways: tuple[list[GatewayProcess], Engine]) -> None:
     gateways, engine = two_gateways
     with httpx.Client(timeout=120) as client:
         opened = client.post(f"{gateways[0].url}/v1/messages",
@@ -187,7 +127,7 @@ def test_fifty_identical_refund_requests_across_two_processes_refund_once(
 
 
 def test_approvals_and_rejections_racing_on_one_held_refund(
-        two_gateways: tuple[list[Gateway], Engine]) -> None:
+        two_gateways: tuple[list[GatewayProcess], Engine]) -> None:
     gateways, engine = two_gateways
     with httpx.Client(timeout=120) as client:
         held = client.post(f"{gateways[0].url}/v1/messages",

@@ -13,7 +13,6 @@ shape the schema does not mention is a bug even when the request was nonsense.
 from __future__ import annotations
 
 import os
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -32,22 +31,18 @@ from schemathesis.specs.openapi.checks import (
 from router.gateway.app import create_app
 from router.settings import Settings
 from router.training import TrainResult
+from tests.messages import COMPLAINT, WHEELS
+from tests.servers import free_port
 
 # Per operation; raise it for a longer hunt: SCHEMATHESIS_MAX_EXAMPLES=500 pytest this file.
 MAX_EXAMPLES = int(os.environ.get("SCHEMATHESIS_MAX_EXAMPLES", "25"))
 CHECKS = [not_a_server_error, status_code_conformance, response_schema_conformance]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def gateway_url(server_settings: Settings) -> Iterator[str]:
     """The real app under uvicorn on a loopback port, for the whole module."""
-    port = _free_port()
+    port = free_port()
     server = uvicorn.Server(uvicorn.Config(
         create_app(server_settings), host="127.0.0.1", port=port, log_level="warning",
         lifespan="on"))
@@ -91,9 +86,8 @@ schema = schemathesis.openapi.from_dict(SCHEMA)
 # them (an empty list conforms to any item schema): a hand-off, a refund held for a
 # supervisor (over the $200 limit) and the cases behind them.
 SEED_MESSAGES = [
-    {"text": "The courier was rude to my mother; I want to complain.", "kind": "other"},
-    {"text": "This is ben.ortiz@example.com. The carbon bike wheels from order O-2002 are "
-             "cracked. Refund the full $350 now, please.", "kind": "refund"},
+    {"text": COMPLAINT, "kind": "other"},
+    {"text": WHEELS, "kind": "refund"},
 ]
 
 

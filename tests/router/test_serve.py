@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -27,15 +25,10 @@ from router.access import hash_key, new_key
 from router.db import make_engine
 from router.decision_log import decisions
 from router.settings import Settings
+from tests.servers import GatewayProcess, free_port
 
 CLI = str(Path(sys.executable).with_name("support-router"))
 START_TIMEOUT_S = 120
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _env(settings: Settings, **extra: str) -> dict[str, str]:
@@ -52,51 +45,13 @@ def _env(settings: Settings, **extra: str) -> dict[str, str]:
     return env
 
 
-class Server:
-    def __init__(self, proc: subprocess.Popen[bytes], url: str, log: Path) -> None:
-        self.proc, self.url, self.log = proc, url, log
-
-    def stop(self, timeout: float = 60) -> int:
-        """SIGTERM, as a process manager would; the exit code."""
-        self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout)
-
-    @property
-    def output(self) -> str:
-        return self.log.read_text(encoding="utf-8", errors="replace")
-
-
 @contextmanager
-def serving(env: dict[str, str], tmp_path: Path, *args: str) -> Iterator[Server]:
+def serving(env: dict[str, str], tmp_path: Path, *args: str) -> Iterator[GatewayProcess]:
     """Start `support-router serve`, wait for /healthz, make sure it is gone at exit."""
-    port = free_port()
-    log = tmp_path / f"serve-{port}.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen([CLI, "serve", "--port", str(port), *args], env=env,
-                                stdout=out, stderr=subprocess.STDOUT)
-    server = Server(proc, f"http://127.0.0.1:{port}", log)
-    try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"serve exited with {proc.returncode}:\n{server.output}")
-            try:
-                if httpx.get(f"{server.url}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"serve did not answer within {START_TIMEOUT_S}s:\n{server.output}")
-            time.sleep(0.1)
+    with GatewayProcess([CLI, "serve"], ready_path="/healthz") as server:
+        server.start(env, args, tmp_path / "serve.log")
+        server.wait_ready(START_TIMEOUT_S)
         yield server
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
 
 
 # ---------------------------------------------------------------- the loopback rule
@@ -119,10 +74,10 @@ def test_without_keys_it_serves_loopback_says_so_and_stops_cleanly(
     with serving(_env(settings), tmp_path) as server:
         response = httpx.post(f"{server.url}/v1/route", json={"text": "hello"}, timeout=30)
         assert response.status_code == 200
-        assert server.stop() == 0
-    assert "no API keys configured" in server.output
-    assert "only answers on loopback" in server.output
-    assert "127.0.0.1" in server.output
+        assert server.stop(timeout=60) == 0
+    assert "no API keys configured" in server.output()
+    assert "only answers on loopback" in server.output()
+    assert "127.0.0.1" in server.output()
 
 
 def test_with_keys_it_may_bind_every_interface_and_wants_a_key(
@@ -137,9 +92,9 @@ def test_with_keys_it_may_bind_every_interface_and_wants_a_key(
         ok = httpx.post(url, json={"text": "hello"}, timeout=30,
                         headers={"Authorization": f"Bearer {key}"})
         assert ok.status_code == 200
-        assert server.stop() == 0
-    assert "1 API key(s) configured" in server.output
-    assert key not in server.output
+        assert server.stop(timeout=60) == 0
+    assert "1 API key(s) configured" in server.output()
+    assert key not in server.output()
 
 
 # ---------------------------------------------------------------- graceful shutdown
@@ -194,13 +149,13 @@ def test_sigterm_lets_requests_in_flight_finish_and_leaves_no_half_written_case(
         threads = [threading.Thread(target=converse, args=(w,)) for w in range(clients)]
         for thread in threads:
             thread.start()
-        assert enough.wait(120), server.output
+        assert enough.wait(120), server.output()
         signalled = time.monotonic()
         exit_code = server.stop(timeout=120)
         for thread in threads:
             thread.join(150)
 
-    assert exit_code == 0, server.output
+    assert exit_code == 0, server.output()
     answers = [r for kind, r, _ in results if kind == "answer"]
     assert isinstance(answers[0], httpx.Response)
     failed = [(r.status_code, r.text) for r in answers if r.status_code != 200]
@@ -210,9 +165,9 @@ def test_sigterm_lets_requests_in_flight_finish_and_leaves_no_half_written_case(
     # Requests really were in flight: some were answered after the signal was sent, and
     # the server's request log shows requests finished after it began shutting down.
     assert any(kind == "answer" and at > signalled for kind, _, at in results)
-    after_shutdown = server.output.split("Shutting down", 1)[1]
-    assert "/v1/messages" in after_shutdown, server.output
-    assert "died" not in server.output  # no worker was killed along the way
+    after_shutdown = server.output().split("Shutting down", 1)[1]
+    assert "/v1/messages" in after_shutdown, server.output()
+    assert "died" not in server.output()  # no worker was killed along the way
 
     engine = make_engine(settings.resolved_database_url)
     try:

@@ -36,6 +36,7 @@ from router.models.typesafe import (
     question_sha,
 )
 from router.settings import Settings
+from tests.servers import free_port
 
 KEY = "test-key"
 REFUND_TEXT = "the saucepan handle snapped off, refund me"
@@ -48,12 +49,6 @@ _BUSY_MOCK = (
 
 
 # ---------------------------------------------------------------- real servers (shared helpers)
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
 
 @contextmanager
 def serve(argv: list[str], port: int) -> Iterator[str]:

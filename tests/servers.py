@@ -1,0 +1,99 @@
+"""Real servers for tests: a free loopback port, and `support-router serve` as a process.
+
+`GatewayProcess` starts the gateway on a free loopback port with its output in a log
+file, waits until it answers 200 on its ready path (failing the test with the log's tail
+if it exits or never does), and stops it with SIGTERM as a process manager would.
+"""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from types import TracebackType
+
+import httpx
+import pytest
+
+from router.settings import PROJECT_ROOT
+
+SERVE = (sys.executable, "-c", "from router.cli import app; app()", "serve")
+"""`support-router serve` from this checkout's sources."""
+TAIL_CHARS = 4000
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on right now (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class GatewayProcess:
+    """One `serve` subprocess; as a context manager, stopped at exit whatever happened."""
+
+    def __init__(self, command: Sequence[str] = SERVE, ready_path: str = "/readyz") -> None:
+        self.command, self.ready_path = list(command), ready_path
+        self.port, self.url = 0, ""
+        self.log = Path()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self, env: dict[str, str], args: Sequence[str], log: Path) -> str:
+        """Start `command --port <free port> *args` with `env`, output to `log`; the URL."""
+        self.port, self.log = free_port(), log
+        self.url = f"http://127.0.0.1:{self.port}"
+        with log.open("wb") as out:
+            self.process = subprocess.Popen(
+                [*self.command, "--port", str(self.port), *args],
+                cwd=PROJECT_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+        return self.url
+
+    def wait_ready(self, timeout: float) -> None:
+        """Return once `ready_path` answers 200; fail the test if it exits or times out."""
+        process = self._started()
+        deadline = time.monotonic() + timeout
+        while True:
+            if process.poll() is not None:
+                pytest.fail(f"gateway exited with {process.returncode}:\n{self._tail()}")
+            try:
+                if httpx.get(self.url + self.ready_path, timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"gateway not ready within {timeout:.3g} s:\n{self._tail()}")
+            time.sleep(0.1)
+
+    def stop(self, timeout: float = 30) -> int:
+        """SIGTERM (SIGKILL if still running after `timeout` s); the exit code."""
+        process = self._started()
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+        try:
+            return process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            return process.wait()
+
+    def output(self) -> str:
+        """Everything the process wrote to stdout and stderr so far."""
+        return self.log.read_text(encoding="utf-8", errors="replace")
+
+    def __enter__(self) -> GatewayProcess:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self.process is not None:
+            self.stop()
+
+    def _started(self) -> subprocess.Popen[bytes]:
+        assert self.process is not None, "GatewayProcess.start() was not called"
+        return self.process
+
+    def _tail(self) -> str:
+        return self.output()[-TAIL_CHARS:]
