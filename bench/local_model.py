@@ -3,7 +3,8 @@
     python bench/local_model.py [--repeat 5]
 
 Prints single-message p50/p99 (fast path and scikit-learn), their ratio, and batch
-throughput. Figures are medians over repeats; nothing is asserted.
+throughput in one process and over a pool of worker processes (`--processes`, default 2).
+Figures are medians over repeats; nothing is asserted.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.machine import describe_machine  # noqa: E402
 from calibration.data import load_labelled, select_split  # noqa: E402
 from router.models.local import (  # noqa: E402
+    PARALLEL_MIN_BATCH,
     LocalRouteModel,
     TrainOptions,
     build_pipeline,
@@ -44,15 +46,23 @@ def _per_call_ms(fn, items) -> np.ndarray:  # type: ignore[no-untyped-def]
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--model", type=Path, default=None, help="an artifact (default: train one)")
+    parser.add_argument("--processes", type=int, default=2, help="workers for the parallel batch")
     args = parser.parse_args()
 
     rows = load_labelled(PROJECT_ROOT / "datasets" / "routes")
     held_out = [r.text for r in select_split(rows, "test")]
-    with tempfile.TemporaryDirectory() as tmp:
+    # Kept until the end: the worker processes load the artifact from this file.
+    tmp = tempfile.TemporaryDirectory()
+    if args.model is None:
         result = train_local(
-            PROJECT_ROOT / "datasets" / "routes", Path(tmp), policy_path=Path(tmp) / "policy.json"
+            PROJECT_ROOT / "datasets" / "routes",
+            Path(tmp.name),
+            policy_path=Path(tmp.name) / "policy.json",
         )
         model = LocalRouteModel.load(result.model_path)
+    else:
+        model = LocalRouteModel.load(args.model)
     train = select_split(rows, "train")
     pipeline = build_pipeline(TrainOptions())
     pipeline.fit(
@@ -60,7 +70,11 @@ def main() -> None:
     )
 
     fast_p50, fast_p99, sk_p50, ratio, batch_rate = [], [], [], [], []
+    parallel_rate: list[float] = []
     batch = held_out * max(1, 20000 // len(held_out))
+    start = time.perf_counter()
+    model.score_batch(batch[:PARALLEL_MIN_BATCH], processes=args.processes)
+    pool_start = time.perf_counter() - start
     for _ in range(args.repeat):
         fast = _per_call_ms(model.score, held_out)
         slow = _per_call_ms(lambda t: pipeline.predict_proba([prepare_text(t)]), held_out)
@@ -71,6 +85,9 @@ def main() -> None:
         start = time.perf_counter()
         model.score_batch(batch)
         batch_rate.append(len(batch) / (time.perf_counter() - start))
+        start = time.perf_counter()
+        model.score_batch(batch, processes=args.processes)
+        parallel_rate.append(len(batch) / (time.perf_counter() - start))
 
     median = statistics.median
     print(f"machine: {describe_machine()}")
@@ -84,7 +101,14 @@ def main() -> None:
     )
     print(f"scikit-learn pipeline:      p50 {median(sk_p50):.3f} ms")
     print(f"pipeline / fast path (p50): {median(ratio):.1f}x")
-    print(f"batched ({len(batch)} messages): {median(batch_rate):,.0f} messages/s")
+    print(f"batched ({len(batch)} messages), one process: {median(batch_rate):,.0f} messages/s")
+    print(
+        f"batched ({len(batch)} messages), {args.processes} worker processes: "
+        f"{median(parallel_rate):,.0f} messages/s "
+        f"(pool start-up, paid once: {pool_start:.1f} s)"
+    )
+
+    tmp.cleanup()
 
 
 if __name__ == "__main__":

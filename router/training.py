@@ -1,7 +1,8 @@
 """Train the embedded model from the labelled data and write its default policy.
 
-Train rows fit the model, calibration rows fit its temperature and pick the default
-threshold; test rows are never touched here.
+Train rows fit the linear model; calibration rows fit its temperature and the second
+stage (cross-fitted), and pick the default threshold on the second stage's out-of-fold
+probabilities; test rows are never touched here.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ import numpy as np
 
 from calibration.data import data_sha, load_labelled, select_split
 from calibration.metrics import outcomes, routed_mask, routing_summary
-from router.contracts import Policy, PolicyData, PolicyModel, RouteScores
+from router.contracts import ROUTES, Policy, PolicyData, PolicyModel, RouteScores
 from router.models.linear import save_artifact
-from router.models.local import LocalRouteModel, TrainOptions, train_artifact
+from router.models.local import LocalRouteModel, TrainOptions, train_artifact_with_held_out
 from router.policy import save_policy
 
 MAX_MISROUTE_RATE_ROUTED = 0.02
@@ -35,18 +36,28 @@ def pick_default_threshold(
 ) -> float:
     """Walk the grid from strict to loose; keep the loosest λ before misroutes exceed the cap.
 
+    The walk starts at the strictest λ that routes enough rows for one misroute to stay
+    within half the cap (100 rows at 2%), as `calibrate` does: with a handful of routed
+    rows one stray misroute would end the walk at 0.99 and route almost nothing. The start
+    depends on counts only, never on labels; with too few rows for any such λ the walk
+    starts at the top of the grid.
+
     This is the empirical rule that ships with `train`; `support-router calibrate`
     replaces it with a threshold that carries a finite-sample guarantee.
     """
     choices = [s.choice for s in scores]
     confidences = [s.confidence for s in scores]
-    chosen = float(THRESHOLD_GRID[0])
-    for threshold in THRESHOLD_GRID:
-        routed = routed_mask(choices, confidences, float(threshold))
+    min_routed = round(2.0 / max_rate) if max_rate > 0 else 1
+    grid = [float(t) for t in THRESHOLD_GRID]
+    counts = [int(np.sum(routed_mask(choices, confidences, t))) for t in grid]
+    start = next((i for i, n in enumerate(counts) if n >= min_routed), 0)
+    chosen = grid[0]  # if even the start breaks the cap: the strictest threshold
+    for threshold in grid[start:]:
+        routed = routed_mask(choices, confidences, threshold)
         summary = routing_summary(labels, outcomes(labels, choices, routed))
         if summary["routed"] and summary["misroute_rate_routed"] > max_rate:
             break
-        chosen = float(threshold)
+        chosen = threshold
     return chosen
 
 
@@ -74,22 +85,28 @@ def train_local(
     options = options or TrainOptions()
     model_path = model_dir / MODEL_FILES[backend]
     if backend == "e5":
-        from router.models.e5 import E5RouteModel, train_e5_artifact
+        from router.models.e5 import E5RouteModel, train_e5_artifact_with_held_out
         from router.models.e5_features import E5Embedder
 
         embedder = E5Embedder(threads=1)
-        artifact = train_e5_artifact(
+        artifact, held_out_probabilities = train_e5_artifact_with_held_out(
             *args, embedder=embedder, options=options, data_sha=data_sha(rows)
         )
         sha = save_artifact(artifact, model_path)
         model: LocalRouteModel | E5RouteModel = E5RouteModel(artifact, sha, embedder)
     else:
-        artifact = train_artifact(*args, options=options, data_sha=data_sha(rows))
+        artifact, held_out_probabilities = train_artifact_with_held_out(
+            *args, options=options, data_sha=data_sha(rows)
+        )
         sha = save_artifact(artifact, model_path)
         model = LocalRouteModel(artifact, sha)
-    threshold = pick_default_threshold(
-        [r.label for r in held_out], model.score_batch([r.text for r in held_out])
-    )
+    # Out-of-fold probabilities: the second stage is fitted on these rows, so scoring
+    # them with the final model would be optimistic.
+    held_out_scores = [
+        RouteScores.from_probabilities(model.name, dict(zip(ROUTES, row.tolist(), strict=True)))
+        for row in held_out_probabilities
+    ]
+    threshold = pick_default_threshold([r.label for r in held_out], held_out_scores)
     policy = Policy(
         version=f"{backend}-default-{sha[:8]}",
         model=PolicyModel(backend=backend, name=model.name, artifact_sha=sha),

@@ -1,10 +1,11 @@
-"""The two-request detector: a message asking for two things that need different routes.
+"""Clauses: a message asking for two things that need different routes.
 
 A whole-message classifier averages two requests into one muddled distribution; scoring
-each clause separately shows them. When two clauses each confidently pick a different
-actionable route, the message is unclear (the customer is asked which to do first).
-Runs after instruction stripping, or an injected "route this to …" would look like a
-second request.
+each clause separately shows them. The clause scores feed the second-stage model as
+features (`clause_features`); `shift_to_unclear` is the older post-hoc rule (two clauses
+confidently picking different actionable routes make the message unclear), kept for
+comparison. Runs after instruction stripping, or an injected "route this to …" would
+look like a second request.
 """
 
 from __future__ import annotations
@@ -67,3 +68,114 @@ def shift_to_unclear(
     shifted = probabilities * (1.0 - weight)
     shifted[UNCLEAR] += weight
     return shifted
+
+
+# --- Clause features for the second stage -------------------------------------------------
+#
+# Instead of a post-hoc rule, the clause scores become inputs of a small second-stage
+# model (`router.models.linear.SecondStage`) next to the whole-message logits: the highest
+# probability any clause gives each route, how confident the two strongest different
+# actionable routes are, how many distinct routes clauses pick confidently, how many
+# clauses there are and how long the message is. That model is fitted on held-out rows,
+# so it learns how much a second confident intent should count.
+
+CONFIDENCE_LEVELS = (0.3, 0.5, 0.7)
+MAX_CLAUSES_FEATURE = 6
+CLAUSE_FEATURES = (
+    [f"whole_logit_{r}" for r in ROUTES]
+    + [f"clause_max_{r}" for r in ROUTES]
+    + ["actionable_second", "actionable_third"]
+    + [f"distinct_routes_{level}" for level in CONFIDENCE_LEVELS]
+    + ["n_clauses", "log_tokens", "at_most_two_tokens"]
+)
+
+
+def _softmax_rows(logits: np.ndarray) -> np.ndarray:
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    exp = np.exp(shifted)
+    return exp / exp.sum(axis=1, keepdims=True)
+
+
+def clause_features(
+    whole_logits: np.ndarray, clause_logits: np.ndarray, n_tokens: int
+) -> np.ndarray:
+    """The second-stage inputs of one message (see `CLAUSE_FEATURES` for their order).
+
+    `whole_logits` are the linear model's raw logits for the whole (stripped) message,
+    `clause_logits` one row per clause (possibly none), `n_tokens` the number of
+    whitespace-separated tokens of the stripped message.
+    """
+    n_clauses = len(clause_logits)
+    rows = _softmax_rows(clause_logits if n_clauses else whole_logits[None, :])
+    n = rows.shape[1]
+    choices = rows.argmax(axis=1)
+    confidences = (rows.max(axis=1) - 1 / n) / (1 - 1 / n)
+    actionable = choices != UNCLEAR
+    distinct = [
+        len(set(choices[actionable & (confidences >= level)].tolist()))
+        for level in CONFIDENCE_LEVELS
+    ]
+    highest = rows.max(axis=0)
+    ranked = np.sort(highest[ACTIONABLE])
+    return np.concatenate(
+        [
+            whole_logits,
+            highest,
+            [ranked[1], ranked[0]],
+            distinct,
+            [min(n_clauses, MAX_CLAUSES_FEATURE), np.log1p(n_tokens), float(n_tokens <= 2)],
+        ]
+    )
+
+
+def clause_features_batch(
+    whole_logits: np.ndarray,
+    clause_logits: np.ndarray,
+    clause_counts: list[int],
+    token_counts: list[int],
+) -> np.ndarray:
+    """`clause_features` for many messages at once (vectorised; equal to it row by row).
+
+    `clause_logits` stacks every message's clauses, `clause_counts` says how many each
+    message has. A message without clauses stands in for its own single clause.
+    """
+    counts = np.asarray(clause_counts, dtype=np.intp)
+    n_messages = len(counts)
+    # Messages without clauses contribute their whole-message logits as one row.
+    empty = counts == 0
+    rows_per_message = np.where(empty, 1, counts)
+    starts = np.zeros(n_messages, dtype=np.intp)
+    np.cumsum(rows_per_message[:-1], out=starts[1:])
+    logits = np.empty((int(rows_per_message.sum()), whole_logits.shape[1]))
+    clause_rows = np.ones(len(logits), dtype=bool)
+    clause_rows[starts[empty]] = False
+    logits[clause_rows] = clause_logits
+    logits[starts[empty]] = whole_logits[empty]
+    rows = _softmax_rows(logits) if len(logits) else logits
+    n = whole_logits.shape[1]
+    choices = rows.argmax(axis=1) if len(rows) else np.zeros(0, dtype=np.intp)
+    confidences = (rows.max(axis=1, initial=0.0) - 1 / n) / (1 - 1 / n)
+    highest = np.maximum.reduceat(rows, starts, axis=0) if n_messages else rows[:0]
+    ranked = np.sort(highest[:, ACTIONABLE], axis=1)
+    one_hot = np.zeros((len(rows), n), dtype=bool)
+    one_hot[np.arange(len(rows)), choices] = True
+    one_hot[:, UNCLEAR] = False
+    distinct = [
+        np.logical_or.reduceat(one_hot & (confidences >= level)[:, None], starts, axis=0).sum(1)
+        if n_messages
+        else np.zeros(0)
+        for level in CONFIDENCE_LEVELS
+    ]
+    tokens = np.asarray(token_counts, dtype=float)
+    return np.column_stack(
+        [
+            whole_logits,
+            highest,
+            ranked[:, 1],
+            ranked[:, 0],
+            *distinct,
+            np.minimum(counts, MAX_CLAUSES_FEATURE),
+            np.log1p(tokens),
+            (tokens <= 2).astype(float),
+        ]
+    ).reshape(n_messages, len(CLAUSE_FEATURES))

@@ -19,13 +19,20 @@ from sklearn.linear_model import LogisticRegression
 from router.contracts import ROUTES, RouteScores
 from router.errors import ArtifactError
 from router.models.e5_features import E5Embedder
-from router.models.linear import LinearRouteScorer, artifact_from_fitted, load_artifact
+from router.models.linear import (
+    LinearRouteScorer,
+    SecondStage,
+    artifact_from_fitted,
+    load_artifact,
+)
 from router.models.local import (
     TrainOptions,
     build_pipeline,
+    fit_second_stage,
     fit_temperature,
     label_indices,
     prepare_text,
+    second_stage_features,
 )
 
 SCALE_GRID = (1.0, 2.0, 4.0)
@@ -42,7 +49,29 @@ def train_e5_artifact(
     options: TrainOptions | None = None,
     data_sha: str = "",
 ) -> dict:
-    """Fit TF-IDF + embeddings → logistic regression; pick the embedding scale on held-out rows."""
+    return train_e5_artifact_with_held_out(
+        train_texts, train_labels, held_out_texts, held_out_labels,
+        embedder=embedder, options=options, data_sha=data_sha,
+    )[0]
+
+
+def train_e5_artifact_with_held_out(
+    train_texts: Sequence[str],
+    train_labels: Sequence[str],
+    held_out_texts: Sequence[str],
+    held_out_labels: Sequence[str],
+    *,
+    embedder: E5Embedder,
+    options: TrainOptions | None = None,
+    data_sha: str = "",
+) -> tuple[dict, np.ndarray]:
+    """Fit TF-IDF + embeddings → logistic regression; pick the embedding scale on held-out rows.
+
+    Then the second stage as in the local model, on the held-out rows (cross-fitted):
+    whole-message logits with embeddings, clause logits from the TF-IDF part only; it is
+    kept only if its out-of-fold accuracy there is at least the linear model's.
+    Returns the artifact and the held-out out-of-fold probabilities.
+    """
     options = options or TrainOptions()
     train = [prepare_text(t) for t in train_texts]
     held_out = [prepare_text(t) for t in held_out_texts]
@@ -61,7 +90,7 @@ def train_e5_artifact(
     assert best is not None
     _, scale, classifier = best
     logits = classifier.decision_function(_combine(sparse_held_out, dense_held_out, scale))
-    return artifact_from_fitted(
+    artifact = artifact_from_fitted(
         union,
         classifier,
         temperature=fit_temperature(logits, y_held_out),
@@ -78,6 +107,15 @@ def train_e5_artifact(
             "identity": embedder.identity.as_dict(),
         },
     )
+    scorer = LinearRouteScorer(artifact)
+    linear = scorer.probabilities_batch(held_out, dense_held_out)
+    features = second_stage_features(scorer, held_out, dense_held_out)
+    artifact["second_stage"], held_out_probabilities = fit_second_stage(
+        features, y_held_out, baseline_accuracy=float(np.mean(linear.argmax(axis=1) == y_held_out))
+    )
+    if held_out_probabilities is None:
+        held_out_probabilities = linear
+    return artifact, held_out_probabilities
 
 
 def _combine(sparse: csr_matrix, dense: np.ndarray, scale: float) -> csr_matrix:
@@ -85,10 +123,10 @@ def _combine(sparse: csr_matrix, dense: np.ndarray, scale: float) -> csr_matrix:
 
 
 class E5RouteModel:
-    """TF-IDF + e5 embeddings; instruction stripping as in the local model, no clause split.
+    """TF-IDF + e5 embeddings; instruction stripping and the second stage as in the local model.
 
-    The two-request detector is not used here: it would embed every clause separately,
-    multiplying the cost of the slowest step.
+    Clauses are scored by the TF-IDF part of the model only: embedding every clause
+    separately would multiply the cost of the slowest step.
     """
 
     def __init__(self, artifact: dict, artifact_sha: str, embedder: E5Embedder) -> None:
@@ -97,6 +135,8 @@ class E5RouteModel:
             raise ArtifactError("not an e5 route model artifact; train with --backend e5")
         embedder.check_identity(dense["identity"])
         self._scorer = LinearRouteScorer(artifact)
+        spec = artifact.get("second_stage")
+        self._second_stage = SecondStage(spec) if spec else None
         self._embedder = embedder
         self.artifact_sha = artifact_sha
         self._name = f"{MODEL_NAME_PREFIX}@{artifact_sha[:12]}"
@@ -115,8 +155,13 @@ class E5RouteModel:
 
     def score_batch(self, texts: Sequence[str]) -> list[RouteScores]:
         prepared = [prepare_text(text) for text in texts]
-        probabilities = self._scorer.probabilities_batch(prepared, self._embedder.embed(prepared))
+        dense = self._embedder.embed(prepared)
+        if self._second_stage is None:
+            probabilities = self._scorer.probabilities_batch(prepared, dense)
+        else:
+            features = second_stage_features(self._scorer, prepared, dense)
+            probabilities = self._second_stage.probabilities(features)
         return [
-            RouteScores.from_probabilities(self._name, dict(zip(ROUTES, row, strict=True)))
+            RouteScores.from_probabilities(self._name, dict(zip(ROUTES, row.tolist(), strict=True)))
             for row in probabilities
         ]

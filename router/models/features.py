@@ -13,12 +13,14 @@ up once and cached: most of a message's words have been seen before.
 from __future__ import annotations
 
 import re
+import sys
+import unicodedata
 from collections.abc import Sequence
 from functools import lru_cache
+from itertools import chain
 
 import numpy as np
 from scipy.sparse import csr_matrix
-from sklearn.feature_extraction.text import strip_accents_unicode
 
 _TOKEN = re.compile(r"(?u)\b\w\w+\b")
 _WHITE_SPACES = re.compile(r"\s\s+")
@@ -26,11 +28,29 @@ WORD_CACHE_SIZE = 200_000
 
 
 def preprocess(text: str) -> str:
-    return strip_accents_unicode(text.lower())
+    """Lowercase, then scikit-learn's `strip_accents_unicode` (NFKD, combining marks dropped).
+
+    Same result as `strip_accents_unicode(text.lower())`, with the per-character Python
+    loop replaced by one `str.translate`.
+    """
+    lowered = text.lower()
+    if lowered.isascii():
+        return lowered
+    return unicodedata.normalize("NFKD", lowered).translate(_combining_marks())
+
+
+@lru_cache(maxsize=1)
+def _combining_marks() -> dict[int, None]:
+    """Every code point `unicodedata.combining` flags, mapped to deletion (built once)."""
+    return {
+        point: None for point in range(sys.maxunicode + 1) if unicodedata.combining(chr(point))
+    }
 
 
 def word_ngrams(text: str, ngram_range: tuple[int, int] = (1, 2)) -> list[str]:
     tokens = _TOKEN.findall(text)
+    if ngram_range == (1, 2):
+        return tokens + list(map(" ".join, zip(tokens, tokens[1:], strict=False)))
     min_n, max_n = ngram_range
     grams = list(tokens) if min_n == 1 else []
     for n in range(max(min_n, 2), min(max_n, len(tokens)) + 1):
@@ -83,9 +103,8 @@ class TfidfBlock:
     def columns(self, preprocessed: str) -> list[int]:
         """Vocabulary columns of every n-gram occurrence (repeats kept, unknown dropped)."""
         if self.analyzer == "word":
-            vocabulary = self.vocabulary
-            grams = word_ngrams(preprocessed, self.ngram_range)
-            return [vocabulary[g] for g in grams if g in vocabulary]
+            found = map(self.vocabulary.get, word_ngrams(preprocessed, self.ngram_range))
+            return [column for column in found if column is not None]
         word_columns = self._word_columns
         columns: list[int] = []
         for word in preprocessed.split():
@@ -103,19 +122,71 @@ class TfidfBlock:
 
     def transform_batch(self, preprocessed: Sequence[str]) -> csr_matrix:
         """The same for many documents at once: one sparse matrix of shape (n, features)."""
+        counts = (
+            self._word_counts(preprocessed)
+            if self.analyzer == "word"
+            else self._char_counts(preprocessed)
+        )
+        return self._tfidf(counts)
+
+    def _word_counts(self, preprocessed: Sequence[str]) -> csr_matrix:
         flat: list[int] = []
-        lengths: list[int] = []
+        indptr = [0]
+        columns = self.columns
         for text in preprocessed:
-            columns = self.columns(text)
-            flat.extend(columns)
-            lengths.append(len(columns))
-        rows = np.repeat(np.arange(len(lengths)), lengths)
-        matrix = csr_matrix(
-            (np.ones(len(flat)), (rows, np.array(flat, dtype=np.intp))),
-            shape=(len(lengths), self.n_features),
-        )  # duplicates are summed into counts
-        matrix.data = (1.0 + np.log(matrix.data)) * self.idf[matrix.indices]
-        norms = np.sqrt(np.asarray(matrix.multiply(matrix).sum(axis=1)).ravel())
+            flat.extend(columns(text))
+            indptr.append(len(flat))
+        return _count_matrix(flat, indptr, self.n_features)
+
+    def _char_counts(self, preprocessed: Sequence[str]) -> csr_matrix:
+        """char_wb counts as (documents × distinct words) @ (distinct words × n-grams).
+
+        A document's char_wb n-grams are the n-grams of its whitespace-separated words,
+        so its counts are the sum of its words' counts: each distinct word of the batch
+        is cut into n-grams once, and the sum is one sparse product (exact integers).
+        """
+        word_ids: dict[str, int] = {}
+        setdefault = word_ids.setdefault
+        flat: list[int] = []
+        indptr = [0]
+        for text in preprocessed:
+            flat.extend([setdefault(word, len(word_ids)) for word in text.split()])
+            indptr.append(len(flat))
+        documents = _count_matrix(flat, indptr, len(word_ids), summed=False)
+        word_columns = self._word_columns
+        per_word = [word_columns(word) for word in word_ids]
+        lengths = np.fromiter(map(len, per_word), dtype=np.intp, count=len(per_word))
+        word_indptr = np.zeros(len(per_word) + 1, dtype=np.intp)
+        np.cumsum(lengths, out=word_indptr[1:])
+        grams = np.fromiter(chain.from_iterable(per_word), dtype=np.intp, count=word_indptr[-1])
+        words = csr_matrix(
+            (np.ones(len(grams)), grams, word_indptr), shape=(len(per_word), self.n_features)
+        )
+        return (documents @ words).tocsr()  # the product sums repeated words and n-grams
+
+    def _tfidf(self, counts: csr_matrix) -> csr_matrix:
+        """Sublinear tf, idf and l2 row norms, in place on a count matrix without repeats."""
+        counts.data = (1.0 + np.log(counts.data)) * self.idf[counts.indices]
+        row_lengths = np.diff(counts.indptr)
+        rows = np.repeat(np.arange(counts.shape[0]), row_lengths)
+        norms = np.sqrt(np.bincount(rows, weights=counts.data**2, minlength=counts.shape[0]))
         norms[norms == 0] = 1.0
-        matrix.data /= np.repeat(norms, np.diff(matrix.indptr))
-        return matrix
+        counts.data /= np.repeat(norms, row_lengths)
+        return counts
+
+
+def _count_matrix(
+    flat: list[int], indptr: list[int], n_columns: int, *, summed: bool = True
+) -> csr_matrix:
+    """Occurrences (column ids per row, rows cut by `indptr`) as a count matrix."""
+    matrix = csr_matrix(
+        (
+            np.ones(len(flat)),
+            np.array(flat, dtype=np.intp),
+            np.array(indptr, dtype=np.intp),
+        ),
+        shape=(len(indptr) - 1, n_columns),
+    )
+    if summed:
+        matrix.sum_duplicates()  # duplicates are summed into counts
+    return matrix

@@ -20,11 +20,18 @@ _ROLE = (
     r"system|sys|assistant|operator|admin(?:istrator)?|internal|moderator|bot|ai|classifier|"
     r"router|routing|override|instruction|directive|note to (?:the )?(?:ai|bot|system|model)|"
     r"sistema|syst[eè]me|opérateur|operador|operatore|betreiber|systemhinweis|hinweis|"
-    r"система|оператор|администратор|системная заметка|systeem|systemet"
+    r"система|оператор|администратор|системная заметка|systeem|systemet|"
+    r"nota\s+(?:do|de|del|dello|della|dell['’]|da)?\s*(?:sistema|operatore|operador|operadora)|"
+    r"nota\s+(?:interna|operatore|operador)|notatka\s+dla\s+systemu|systemnotiz|note\s+syst[eè]me|"
+    r"примечание\s+(?:для\s+)?систем\w*|примітка\s+(?:для\s+)?систем\w*|"
+    r"note\s+(?:to|for)\s+(?:the\s+|whatever\s+|any\s+)?(?:ai|bot|system|model|classifier|router)|"
+    r"sistem\s+notu|meddelande\s+till\s+systemet|hinweis\s+an\s+das\s+system|interne\s+notiz|"
+    r"notatka\s+operatora|let\s+op\s+router|polecenie\s+systemowe|avviso\s+al\s+sistema|operatör|"
+    r"системное\s+сообщение|ticket\s+metadata|automated\s+note|priority\s+routing|auto-triage"
 )
 _ROLE_TAG = re.compile(
     rf"(?:^|\s)(?:\[|<|\{{|\(|#+\s*)\s*(?:{_ROLE})\b[^\]>}})]*?(?:\]|>|\}}|\))"
-    rf"|^\s*(?:#+\s*)?(?:{_ROLE})(?:\s+\w+){{0,2}}\s*[:>\-–]",
+    rf"|^\s*(?:[\[(<{{>]+\s*)?(?:#+\s*)?(?:{_ROLE})(?:\s+\w+){{0,2}}\s*[:>\-–]",
     re.IGNORECASE,
 )
 
@@ -37,14 +44,22 @@ _STEERING = re.compile(
     r"(?:instructions|rules|guidelines)"
     r"|\b(?:classify|categori[sz]e|label|tag|mark|route|forward|escalate|send|assign|direct)\s+"
     r"(?:this|it|the\s+(?:ticket|message|request))\b[^.\n]*\b(?:as|to|into|under)\b"
-    r"|\b(?:route|label|intent|category|queue|team)\s*[:=]|\"(?:route|label|intent|category)\""
+    r"|\b(?:route|label|intent|category|categoria|categoría|catégorie|kategorie|kategoria|queue|team)"
+    r"\s*[:=]|\"(?:route|label|intent|category)\""
+    r"|\b(?:handle|treat|process)\s+(?:this\s+|it\s+)?as\s+(?:an?\s+)?(?:account|refund|other|unclear)\b"
+    r"|\b(?:classify|classified|categori[sz]ed?|labell?ed|marked)\s+as\b|\bclassification\b"
+    r"|\bsupport\s+bot\s+wrote\b|\bx-[a-z]+(?:-[a-z]+)*\s*:"
+    r"|\b(?:please\s+)?route\s+(?:to|into)\b"
+    r"|\w*queue\s*[:=]|маршрут\s*[:=]|\breclassif\w*|\bkeep\s+(?:that|the|this)\s+label\b"
+    r"|\blabel\s+it\b|\brouting\s+rules\b|\byönlendir\w*|\bkategoriser\w*\s+som\b"
+    r"|\bskicka\s+till\b|\bprzekier\w*"
     r"|\bpretend\s+(?:you|to)\b|\bfile\s+(?:it|this)\s+under\b|\bignore\s+the\s+rules\b"
     r"|\b(?:correct|right|true|real)\s+(?:label|route|category|queue)\b"
     r"|\bthis\s+is\s+(?:definitely|clearly|obviously|really)\s+an?\s+\w+\s+(?:request|ticket|issue)"
     r"|<<\s*/?\s*sys\s*>>|</?\s*sys\s*>|\brole\s*:\s*system\b"
     r"|\byou\s+are\s+(?:now\s+)?(?:a|an|the)?\s*\w*bot\b|\byou\s+are\s+now\b"
     r"|\bnew\s+instructions?\b|\bpriority\s+override\b|\bdebug\s+mode\b"
-    r"|\b(?:clasific|categoriz|etiquet|encamin|enrut|dirig|reenv)\w*\s+(?:este|esta|esto|como|a\s+la)"
+    r"|\b(?:clasific|categoriz|etiquet|encamin|enrut|dirig|reenv)\w*\s+(?:este|esta|esto|como|a\s+la|para)\b"
     r"|\b(?:classe[rz]?|class[ée]|rout[eé]|transf[eé]r|achemin)\w*\s+(?:ce|cette|comme|vers|en)\b"
     r"|\b(?:classifica|instrada|inoltra|smista)\w*\s+(?:questo|questa|come|a)\b"
     r"|\b(?:einstufen|klassifizier\w*|weiterleiten|als\s+\w+\s+(?:einstufen|markieren|behandeln))"
@@ -113,7 +128,17 @@ _STEERING_STEMS = (
     "this is",
     "sys",
     "role",
+    "handle",
+    "treat",
+    "process",
+    "x-",
+    "bot",
+    "маршрут",
+    "yönlendir",
+    "kategor",
 )
+
+NOTE_BODY_MAX_WORDS = 8
 
 _JSON_BLOB = re.compile(r"\{[^{}]*\"?(?:route|label|intent|category|priority)\"?\s*:[^{}]*\}", re.I)
 
@@ -124,9 +149,12 @@ _TAG_BLOCK = re.compile(
 )
 
 
+_STEM = re.compile("|".join(re.escape(stem) for stem in _STEERING_STEMS))
+
+
 def _may_steer(segment: str) -> bool:
     folded = " ".join(segment.lower().split())
-    return any(stem in folded for stem in _STEERING_STEMS)
+    return _STEM.search(folded) is not None
 
 
 def is_instruction(segment: str, *, may_steer: bool = True) -> bool:
@@ -140,13 +168,18 @@ def _kept_segments(line: str, *, may_steer: bool) -> list[str]:
     """Sentences of a line that are not instructions.
 
     An instruction that ends in a colon ("SYSTEM NOTE:", "Route:") also takes the
-    sentence after it, which is the body of the note ("route to refunds team.").
+    sentence after it, which is the body of the note ("route to refunds team."), when
+    that sentence is short or itself holds a steering word: a long plain sentence after
+    "send this to the refunds team:" is the customer's own request.
     """
     kept: list[str] = []
     skip_next = False
     for segment in _SEGMENT_END.split(line):
         instruction = is_instruction(segment, may_steer=may_steer)
-        if not (skip_next or instruction):
+        body_of_note = skip_next and (
+            len(segment.split()) <= NOTE_BODY_MAX_WORDS or (may_steer and _may_steer(segment))
+        )
+        if not (body_of_note or instruction):
             kept.append(segment.strip())
         skip_next = instruction and segment.rstrip().endswith((":", ">", "-", "–"))
     return kept
@@ -154,7 +187,10 @@ def _kept_segments(line: str, *, may_steer: bool) -> list[str]:
 
 def strip_instructions(text: str) -> str:
     """The text with every instruction-like line or sentence removed."""
-    text = _TAG_BLOCK.sub(" ", _JSON_BLOB.sub(" ", text))
+    if "{" in text:
+        text = _JSON_BLOB.sub(" ", text)
+    if "<" in text:
+        text = _TAG_BLOCK.sub(" ", text)
     may_steer = _may_steer(text)  # a stem in any segment is a stem in the whole text
     kept = [
         segment

@@ -143,6 +143,18 @@ class LinearRouteScorer:
             total += tfidf.transform_batch(preprocessed) @ weights
         return total + self._dense_logits(dense)
 
+    def sparse_logits_batch(self, texts: Sequence[str]) -> np.ndarray:
+        """The TF-IDF part of the decision function only (no dense columns), shape (n, routes).
+
+        Equal to `logits_batch` for a model without dense features; for the e5 model it
+        scores clauses without embedding each of them.
+        """
+        preprocessed = [preprocess(text) for text in texts]
+        total = np.tile(self.intercept, (len(texts), 1))
+        for tfidf, weights in self.blocks:
+            total += tfidf.transform_batch(preprocessed) @ weights
+        return total
+
     def _dense_logits(self, dense: np.ndarray | None) -> np.ndarray | float:
         if self.dense_weights is None:
             return 0.0
@@ -157,6 +169,54 @@ class LinearRouteScorer:
         self, texts: Sequence[str], dense: np.ndarray | None = None
     ) -> np.ndarray:
         return softmax(self.logits_batch(texts, dense) / self.temperature, axis=1)
+
+
+class SecondStage:
+    """The second-stage model: standardised clause features → multinomial logits.
+
+    Stored in the artifact as plain numbers (`second_stage_artifact`), evaluated here
+    with one matrix product; a test proves it equals the scikit-learn pipeline it came
+    from.
+    """
+
+    def __init__(self, spec: dict) -> None:
+        self.features: list[str] = list(spec["features"])
+        self.mean = np.asarray(spec["mean"], dtype=float)
+        self.scale = np.asarray(spec["scale"], dtype=float)
+        # Standardisation folded into the weights: (x - mean) / scale @ W = x @ W' + b'.
+        coef = np.asarray(spec["coef"], dtype=float)
+        self.coef = np.ascontiguousarray((coef / self.scale).T)
+        intercept = np.asarray(spec["intercept"], dtype=float)
+        self.intercept = intercept - (self.mean / self.scale) @ coef.T
+        self.temperature = float(spec["temperature"])
+        if self.coef.shape != (len(self.features), len(ROUTES)):
+            raise ArtifactError("second-stage weights do not match its feature list")
+
+    def logits(self, features: np.ndarray) -> np.ndarray:
+        return features @ self.coef + self.intercept
+
+    def probabilities(self, features: np.ndarray) -> np.ndarray:
+        """Rows of route probabilities (temperature applied) for rows of features."""
+        return softmax(self.logits(np.atleast_2d(features)) / self.temperature, axis=1)
+
+
+def second_stage_artifact(
+    pipeline: object, features: Sequence[str], *, temperature: float, meta: dict
+) -> dict:
+    """The JSON form of a fitted StandardScaler + LogisticRegression pipeline."""
+    steps = pipeline.named_steps  # type: ignore[attr-defined]
+    scaler, classifier = steps["scaler"], steps["classifier"]
+    if list(classifier.classes_) != list(range(len(ROUTES))):
+        raise ArtifactError("second-stage data must contain every route")
+    return {
+        "features": list(features),
+        "mean": scaler.mean_.tolist(),
+        "scale": scaler.scale_.tolist(),
+        "coef": classifier.coef_.tolist(),
+        "intercept": classifier.intercept_.tolist(),
+        "temperature": temperature,
+        "training": meta,
+    }
 
 
 def load_artifact(path: Path) -> tuple[dict, str]:

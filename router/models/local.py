@@ -1,34 +1,58 @@
-"""The embedded decision model: TF-IDF + multinomial logistic regression + temperature.
+"""The embedded decision model: TF-IDF + multinomial logistic regression, then a second stage.
 
 Training uses scikit-learn; serving uses the JSON artifact and scorer of
-`router.models.linear`. Around the linear model: instruction stripping before scoring,
-and the two-request detector after it, both measured on held-out data.
+`router.models.linear`. Around the linear model: instruction stripping before scoring;
+after it, every clause of the message is scored too and a small second-stage logistic
+regression over [whole-message logits + clause features] (`router.models.clauses`),
+fitted on the calibration split with cross-fitting, gives the final probabilities (with
+its own temperature). The second stage replaces the post-hoc two-request rule: it learns
+from held-out data how much a second confident intent, a one-word message or a
+low-confidence clause should count.
 """
 
 from __future__ import annotations
 
+import multiprocessing
+import threading
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 from scipy.optimize import minimize_scalar
-from scipy.special import log_softmax
+from scipy.special import log_softmax, softmax
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import StratifiedKFold
 from sklearn.pipeline import FeatureUnion, Pipeline
+from sklearn.preprocessing import StandardScaler
 
 from router.contracts import ROUTES, RouteScores
-from router.models.clauses import UNCLEAR, shift_to_unclear, split_clauses
+from router.errors import ArtifactError
+from router.models.clauses import (
+    CLAUSE_FEATURES,
+    clause_features,
+    clause_features_batch,
+    shift_to_unclear,
+    split_clauses,
+)
 from router.models.entities import normalise_entities
 from router.models.instructions import strip_instructions
-from router.models.linear import LinearRouteScorer, artifact_from_fitted, load_artifact
+from router.models.linear import (
+    LinearRouteScorer,
+    SecondStage,
+    artifact_from_fitted,
+    load_artifact,
+    second_stage_artifact,
+)
 
 WORD_NGRAMS = (1, 2)
 CHAR_NGRAMS = (2, 5)
 MODEL_NAME_PREFIX = "local-tfidf-lr"
-TWO_REQUEST_GRID = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
+SECOND_STAGE_C_GRID = (0.1, 0.3, 1.0)
+SECOND_STAGE_FOLDS = 5
 
 
 def prepare_text(text: str) -> str:
@@ -88,7 +112,29 @@ def train_artifact(
     options: TrainOptions | None = None,
     data_sha: str = "",
 ) -> dict:
-    """Fit the pipeline on train rows and the temperature on held-out rows; return the artifact."""
+    """Fit the pipeline on train rows, the second stage and temperatures on held-out rows."""
+    return train_artifact_with_held_out(
+        train_texts, train_labels, held_out_texts, held_out_labels,
+        options=options, data_sha=data_sha,
+    )[0]
+
+
+def train_artifact_with_held_out(
+    train_texts: Sequence[str],
+    train_labels: Sequence[str],
+    held_out_texts: Sequence[str],
+    held_out_labels: Sequence[str],
+    *,
+    options: TrainOptions | None = None,
+    data_sha: str = "",
+) -> tuple[dict, np.ndarray]:
+    """The artifact, and held-out probabilities no fitted part has seen the label of.
+
+    The linear model is fitted on train rows. The second stage (clause features →
+    logistic regression) is fitted on the held-out rows, so its held-out probabilities
+    are cross-fitted: each fold is scored by a second stage fitted on the other folds.
+    Those out-of-fold probabilities are what the default threshold is picked on.
+    """
     options = options or TrainOptions()
     pipeline = build_pipeline(options)
     pipeline.fit([prepare_text(t) for t in train_texts], label_indices(train_labels))
@@ -106,53 +152,109 @@ def train_artifact(
             "options": options.__dict__,
         },
     )
-    artifact["two_request"] = _tune_two_request_detector(
-        LinearRouteScorer(artifact), held_out, held_out_y
+    scorer = LinearRouteScorer(artifact)
+    linear = scorer.probabilities_batch(held_out)
+    features = second_stage_features(scorer, held_out)
+    artifact["second_stage"], held_out_probabilities = fit_second_stage(
+        features, held_out_y, baseline_accuracy=float(np.mean(linear.argmax(axis=1) == held_out_y))
     )
-    return artifact
+    if held_out_probabilities is None:
+        held_out_probabilities = linear
+    return artifact, held_out_probabilities
 
 
-def _tune_two_request_detector(
-    scorer: LinearRouteScorer, texts: Sequence[str], y: np.ndarray
-) -> dict | None:
-    """The clause confidence that most improves held-out accuracy, or None if none does."""
-    base = scorer.probabilities_batch(texts)
-    clauses = _clause_probabilities(scorer, texts)
-    best_accuracy, best = float(np.mean(base.argmax(axis=1) == y)), None
-    for min_confidence in TWO_REQUEST_GRID:
-        detected = _detect_two_requests(base, clauses, min_confidence)
-        accuracy = float(np.mean(detected.argmax(axis=1) == y))
-        if accuracy > best_accuracy:
-            best_accuracy, best = accuracy, {"min_confidence": min_confidence}
-    return best
+def fit_second_stage(
+    features: np.ndarray, y: np.ndarray, *, baseline_accuracy: float | None = None
+) -> tuple[dict | None, np.ndarray | None]:
+    """Fit the second stage on held-out features, choosing C by out-of-fold log loss.
+
+    Returns its artifact part and the out-of-fold probabilities (temperature applied),
+    or (None, None) when the held-out rows are too few to cross-fit (a route with fewer
+    than two rows), or when its out-of-fold accuracy is below `baseline_accuracy` (the
+    linear model's own accuracy on the same rows): the model then scores with the linear
+    model alone.
+    """
+    counts = np.bincount(y, minlength=len(ROUTES))
+    n_splits = int(min(SECOND_STAGE_FOLDS, counts.min()))
+    if n_splits < 2:
+        return None, None
+    folds = list(StratifiedKFold(n_splits, shuffle=True, random_state=0).split(features, y))
+    best: tuple[float, float, np.ndarray] | None = None
+    for c in SECOND_STAGE_C_GRID:
+        out_of_fold = np.zeros((len(y), len(ROUTES)))
+        for fit_rows, score_rows in folds:
+            model = _second_stage_pipeline(c).fit(features[fit_rows], y[fit_rows])
+            out_of_fold[score_rows] = model.decision_function(features[score_rows])
+        loss = float(-log_softmax(out_of_fold, axis=1)[np.arange(len(y)), y].mean())
+        if best is None or loss < best[0] - 1e-12:
+            best = (loss, c, out_of_fold)
+    assert best is not None
+    loss, c, out_of_fold = best
+    accuracy = float(np.mean(out_of_fold.argmax(axis=1) == y))
+    if baseline_accuracy is not None and accuracy < baseline_accuracy:
+        return None, None
+    temperature = fit_temperature(out_of_fold, y)
+    final = _second_stage_pipeline(c).fit(features, y)
+    spec = second_stage_artifact(
+        final,
+        CLAUSE_FEATURES,
+        temperature=temperature,
+        meta={
+            "c": c,
+            "folds": n_splits,
+            "n": len(y),
+            "out_of_fold_log_loss": round(loss, 6),
+            "out_of_fold_accuracy": round(accuracy, 6),
+            "linear_accuracy": None if baseline_accuracy is None else round(baseline_accuracy, 6),
+        },
+    )
+    return spec, softmax(out_of_fold / temperature, axis=1)
 
 
-def _clause_probabilities(scorer: LinearRouteScorer, texts: Sequence[str]) -> list[np.ndarray]:
-    """Per text, one probability row per clause — all clauses scored in one batch."""
-    per_text = [split_clauses(text) for text in texts]
-    flat = [clause for clauses in per_text for clause in clauses]
-    scored = scorer.probabilities_batch(flat) if flat else np.zeros((0, len(ROUTES)))
-    bounds = np.cumsum([0] + [len(clauses) for clauses in per_text])
-    return [scored[start:end] for start, end in zip(bounds[:-1], bounds[1:], strict=True)]
-
-
-def _detect_two_requests(
-    probabilities: np.ndarray, clauses: list[np.ndarray], min_confidence: float
-) -> np.ndarray:
-    return np.array(
+def _second_stage_pipeline(c: float) -> Pipeline:
+    return Pipeline(
         [
-            shift_to_unclear(row, clause_rows, min_confidence=min_confidence)
-            for row, clause_rows in zip(probabilities, clauses, strict=True)
+            ("scaler", StandardScaler()),
+            ("classifier", LogisticRegression(C=c, max_iter=5000, tol=1e-10)),
         ]
     )
 
 
-class LocalRouteModel:
-    """The embedded default backend: strip instructions, score, then look for two requests."""
+def clause_split(stripped: Sequence[str]) -> tuple[list[str], list[int], list[int]]:
+    """Every text's clauses (flattened), the number of clauses and of tokens per text."""
+    per_text = [split_clauses(text) for text in stripped]
+    flat = [clause for clauses in per_text for clause in clauses]
+    return flat, [len(c) for c in per_text], [len(text.split()) for text in stripped]
 
-    def __init__(self, artifact: dict, artifact_sha: str) -> None:
+
+def second_stage_features(
+    scorer: LinearRouteScorer, stripped: Sequence[str], dense: np.ndarray | None = None
+) -> np.ndarray:
+    """Clause features of already-stripped texts, in batch.
+
+    Without dense features the whole texts and their clauses are scored in one pass;
+    with them (e5) the clauses are scored by the TF-IDF part only.
+    """
+    clauses, clause_counts, token_counts = clause_split(stripped)
+    if dense is None:
+        logits = scorer.logits_batch([*stripped, *clauses])
+        whole, clause_logits = logits[: len(stripped)], logits[len(stripped) :]
+    else:
+        whole = scorer.logits_batch(stripped, dense)
+        clause_logits = scorer.sparse_logits_batch(clauses)
+    return clause_features_batch(whole, clause_logits, clause_counts, token_counts)
+
+
+class LocalRouteModel:
+    """The embedded default backend: strip instructions, score the message and its clauses."""
+
+    def __init__(self, artifact: dict, artifact_sha: str, path: Path | None = None) -> None:
         self._scorer = LinearRouteScorer(artifact)
-        detector = artifact.get("two_request")
+        self._path = path
+        spec = artifact.get("second_stage")
+        self._second_stage = SecondStage(spec) if spec else None
+        # Artifacts written before the second stage carry the post-hoc two-request rule.
+        detector = None if spec else artifact.get("two_request")
         self._two_request_confidence = detector["min_confidence"] if detector else None
         self.artifact_sha = artifact_sha
         self._name = f"{MODEL_NAME_PREFIX}@{artifact_sha[:12]}"
@@ -165,7 +267,7 @@ class LocalRouteModel:
         except FileNotFoundError:
             stat = None
         key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size) if stat else None
-        return _load_cached(path, key) if key else cls(*load_artifact(path))
+        return _load_cached(path, key) if key else cls(*load_artifact(path), path)
 
     @property
     def name(self) -> str:
@@ -173,33 +275,102 @@ class LocalRouteModel:
 
     def score(self, text: str) -> RouteScores:
         """One message on the fast path (no sparse-matrix set-up)."""
-        stripped = prepare_text(text)
-        probabilities = self._scorer.probabilities(stripped)
-        if self._two_request_confidence is not None and probabilities.argmax() != UNCLEAR:
-            clauses = split_clauses(stripped)
-            if len(clauses) >= 2:
-                clause_rows = np.array([self._scorer.probabilities(c) for c in clauses])
-                probabilities = shift_to_unclear(
-                    probabilities, clause_rows, min_confidence=self._two_request_confidence
-                )
-        return self._to_scores(probabilities)
+        return self._to_scores(self.probabilities(text))
 
-    def score_batch(self, texts: Sequence[str]) -> list[RouteScores]:
+    def probabilities(self, text: str) -> np.ndarray:
+        stripped = prepare_text(text)
+        if self._second_stage is None:
+            return self._legacy_two_request(self._scorer.probabilities(stripped), [stripped])[0]
+        clauses = split_clauses(stripped)
+        whole = self._scorer.logits(stripped)
+        clause_logits = (
+            np.array([self._scorer.logits(c) for c in clauses])
+            if clauses
+            else np.zeros((0, len(ROUTES)))
+        )
+        features = clause_features(whole, clause_logits, len(stripped.split()))
+        return self._second_stage.probabilities(features)[0]
+
+    def probabilities_batch(self, texts: Sequence[str], *, processes: int = 1) -> np.ndarray:
+        """Probabilities of many messages, shape (n, routes).
+
+        `processes > 1` splits a large batch (at least `PARALLEL_MIN_BATCH` texts) over a
+        persistent pool of that many worker processes (spawned, not forked; each loads
+        this artifact from its file once and checks its sha256). Results are identical
+        to the in-process path; the first parallel call pays the workers' start-up.
+        """
+        if processes > 1 and len(texts) >= PARALLEL_MIN_BATCH and self._path is not None:
+            return _parallel_probabilities(self, list(texts), processes)
         stripped = [prepare_text(text) for text in texts]
-        probabilities = self._scorer.probabilities_batch(stripped)
-        if self._two_request_confidence is not None:
-            clauses = _clause_probabilities(self._scorer, stripped)
-            probabilities = _detect_two_requests(
-                probabilities, clauses, self._two_request_confidence
-            )
+        if self._second_stage is None:
+            return self._legacy_two_request(self._scorer.probabilities_batch(stripped), stripped)
+        return self._second_stage.probabilities(second_stage_features(self._scorer, stripped))
+
+    def _legacy_two_request(self, probabilities: np.ndarray, stripped: list[str]) -> np.ndarray:
+        """The pre-second-stage detector, for artifacts that still name it."""
+        rows = np.atleast_2d(probabilities)
+        if self._two_request_confidence is None:
+            return rows
+        clauses, counts, _ = clause_split(stripped)
+        scored = (
+            self._scorer.probabilities_batch(clauses) if clauses else np.zeros((0, len(ROUTES)))
+        )
+        bounds = np.cumsum([0, *counts])
+        return np.array(
+            [
+                shift_to_unclear(
+                    row, scored[start:end], min_confidence=self._two_request_confidence
+                )
+                for row, start, end in zip(rows, bounds[:-1], bounds[1:], strict=True)
+            ]
+        )
+
+    def score_batch(self, texts: Sequence[str], *, processes: int = 1) -> list[RouteScores]:
+        probabilities = self.probabilities_batch(texts, processes=processes)
         return [self._to_scores(row) for row in probabilities]
 
     def _to_scores(self, probabilities: np.ndarray) -> RouteScores:
-        probs = dict(zip(ROUTES, probabilities, strict=True))
+        probs = dict(zip(ROUTES, probabilities.tolist(), strict=True))
         return RouteScores.from_probabilities(self._name, probs)
 
 
 @lru_cache(maxsize=4)
 def _load_cached(path: Path, key: tuple[str, int, int]) -> LocalRouteModel:
     """`key` (path, mtime, size) makes a rewritten artifact a cache miss."""
-    return LocalRouteModel(*load_artifact(path))
+    return LocalRouteModel(*load_artifact(path), path)
+
+
+PARALLEL_MIN_BATCH = 2_000
+_pools: dict[int, ProcessPoolExecutor] = {}
+_pools_lock = threading.Lock()
+
+
+def _pool(processes: int) -> ProcessPoolExecutor:
+    with _pools_lock:
+        pool = _pools.get(processes)
+        if pool is None:
+            context = multiprocessing.get_context("spawn")
+            pool = _pools[processes] = ProcessPoolExecutor(processes, mp_context=context)
+        return pool
+
+
+def _parallel_probabilities(
+    model: LocalRouteModel, texts: list[str], processes: int
+) -> np.ndarray:
+    assert model._path is not None
+    bounds = np.linspace(0, len(texts), processes + 1).astype(int)
+    futures = [
+        _pool(processes).submit(
+            _score_chunk, str(model._path), model.artifact_sha, texts[start:end]
+        )
+        for start, end in zip(bounds[:-1], bounds[1:], strict=True)
+    ]
+    return np.vstack([future.result() for future in futures])
+
+
+def _score_chunk(path: str, artifact_sha: str, texts: list[str]) -> np.ndarray:
+    """In a worker process: score with the artifact at `path`, refusing a changed file."""
+    model = LocalRouteModel.load(Path(path))
+    if model.artifact_sha != artifact_sha:
+        raise ArtifactError(f"{path} changed since the batch started; score it again")
+    return model.probabilities_batch(texts)

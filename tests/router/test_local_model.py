@@ -111,3 +111,97 @@ def test_bad_artifacts_are_refused_with_a_clear_message(
     path.write_bytes(content)
     with pytest.raises(ArtifactError, match=message):
         LocalRouteModel.load(path)
+
+
+def test_second_stage_fast_path_equals_its_scikit_learn_pipeline() -> None:
+    from router.models.clauses import CLAUSE_FEATURES
+    from router.models.linear import SecondStage, second_stage_artifact
+    from router.models.local import _second_stage_pipeline
+
+    rng = np.random.default_rng(3)
+    features = rng.normal(size=(400, len(CLAUSE_FEATURES))) * rng.uniform(0.1, 5, size=16)
+    y = rng.integers(0, len(ROUTES), size=400)
+    pipeline = _second_stage_pipeline(0.3).fit(features, y)
+    spec = json.loads(
+        json.dumps(second_stage_artifact(pipeline, CLAUSE_FEATURES, temperature=1.0, meta={}))
+    )
+    stage = SecondStage(spec)
+    np.testing.assert_allclose(
+        stage.logits(features), pipeline.decision_function(features), rtol=0, atol=1e-9
+    )
+    np.testing.assert_allclose(
+        stage.probabilities(features), pipeline.predict_proba(features), rtol=0, atol=1e-9
+    )
+
+
+def test_clause_features_batch_equals_one_message_at_a_time() -> None:
+    from router.models.clauses import clause_features, clause_features_batch
+
+    rng = np.random.default_rng(5)
+    for _ in range(30):
+        n = int(rng.integers(1, 8))
+        counts = [int(c) for c in rng.integers(0, 5, size=n)]
+        whole = rng.normal(size=(n, 4)) * 3
+        clauses = rng.normal(size=(sum(counts), 4)) * 3
+        tokens = [int(t) for t in rng.integers(0, 30, size=n)]
+        bounds = np.cumsum([0, *counts])
+        one_by_one = [
+            clause_features(whole[i], clauses[bounds[i] : bounds[i + 1]], tokens[i])
+            for i in range(n)
+        ]
+        np.testing.assert_allclose(
+            clause_features_batch(whole, clauses, counts, tokens), one_by_one, rtol=0, atol=1e-12
+        )
+
+
+def test_batch_and_single_message_scoring_agree(trained: TrainResult) -> None:
+    model = LocalRouteModel.load(trained.model_path)
+    texts = [r.text for r in ROWS[::7]] + ODD_TEXTS
+    single = np.array([model.probabilities(t) for t in texts])
+    np.testing.assert_allclose(model.probabilities_batch(texts), single, rtol=0, atol=1e-12)
+
+
+def test_parallel_batch_equals_the_in_process_batch(
+    trained: TrainResult, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import router.models.local as local
+
+    monkeypatch.setattr(local, "PARALLEL_MIN_BATCH", 10)
+    model = LocalRouteModel.load(trained.model_path)
+    texts = [r.text for r in ROWS[::40]]
+    np.testing.assert_allclose(
+        model.probabilities_batch(texts, processes=2),
+        model.probabilities_batch(texts),
+        rtol=0,
+        atol=1e-12,
+    )
+
+
+def test_the_trained_model_has_a_second_stage(trained: TrainResult) -> None:
+    artifact = json.loads(trained.model_path.read_text())
+    stage = artifact["second_stage"]
+    assert stage["training"]["folds"] == 5
+    assert len(stage["features"]) == len(stage["coef"][0])
+
+
+def test_default_threshold_walk_starts_where_one_misroute_cannot_end_it() -> None:
+    """A single confident misroute among the first few routed rows no longer pins λ at 0.99."""
+    from router.contracts import RouteScores
+    from router.training import pick_default_threshold
+
+    def scores(choice: str, p: float) -> RouteScores:
+        rest = (1 - p) / 3
+        probabilities = {r: (p if r == choice else rest) for r in ROUTES}
+        return RouteScores.from_probabilities("m", probabilities)
+
+    labels = ["refund"] * 10 + ["unclear"] + ["account"] * 200 + ["other"] * 50
+    predicted = (
+        [scores("refund", 0.999)] * 10
+        + [scores("refund", 0.999)]  # the one confident misroute
+        + [scores("account", 0.95)] * 200
+        + [scores("refund", 0.5)] * 50  # wrong, but at low confidence
+    )
+    threshold = pick_default_threshold(labels, predicted)
+    assert threshold == 0.34  # loosest before the low-confidence mistakes are routed
+    # With too few rows for the start rule the walk starts at the top of the grid.
+    assert pick_default_threshold(labels[:11], predicted[:11]) == 0.99
