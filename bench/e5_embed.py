@@ -49,7 +49,7 @@ _TEMPLATES = (
 )
 _ITEMS = ("lamp", "kettle", "chair", "headphones", "mirror", "vase", "toaster", "desk")
 _BATCH_SIZES = (8, 32, 128)
-_MAX_TEXT_CHARS = 8000  # the gateway's default `max_text_chars`
+_MAX_TEXT_CHARS = 8000  # the gateway's MAX_TEXT_CHARS (router/gateway/schemas.py)
 
 
 def make_messages(n: int) -> list[str]:
@@ -233,7 +233,7 @@ def main() -> None:
     start = time.perf_counter()
     embedder.embed([long_text])
     long_s = time.perf_counter() - start
-    print(f"  one {len(long_text)}-char message (max_text_chars), threads=None: {_ms(long_s)}")
+    print(f"  one {len(long_text)}-char message (MAX_TEXT_CHARS), threads=None: {_ms(long_s)}")
 
     print(f"\nbatched, {len(texts)} messages per call (per message, median of {args.repeats})")
     for threads in (None, 1):

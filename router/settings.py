@@ -63,7 +63,6 @@ class Settings(BaseSettings):
     # HTTP.
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
-    max_text_chars: int = 8000
     # Bad input (router/gateway/limits.py): a body above max_body_bytes is refused with 413
     # while it streams in (never buffered past the limit); JSON nested deeper than
     # max_json_depth objects/arrays is refused with 400 before it is parsed.
