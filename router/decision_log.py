@@ -281,12 +281,11 @@ class DecisionLog:
         experiment: str | None = None,
     ) -> None:
         """Write one decision through the group-commit writer; return once it is committed."""
-        row = self.row(decision, text=text, case_id=case_id, experiment=experiment)
-        if self._writer is None:
-            with self._engine.begin() as conn:  # in-memory SQLite: tests and offline tools
-                conn.execute(_INSERT, row)
+        if self._writer is None:  # in-memory SQLite: tests and offline tools
+            self.append(decision, text=text, case_id=case_id, experiment=experiment)
             return
-        await self._writer.submit(row)
+        await self._writer.submit(
+            self.row(decision, text=text, case_id=case_id, experiment=experiment))
 
     def close(self) -> None:
         """Commit queued rows and stop the writer thread (it restarts on the next row)."""

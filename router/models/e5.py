@@ -39,22 +39,6 @@ SCALE_GRID = (1.0, 2.0, 4.0)
 MODEL_NAME_PREFIX = "local-tfidf-e5-lr"
 
 
-def train_e5_artifact(
-    train_texts: Sequence[str],
-    train_labels: Sequence[str],
-    held_out_texts: Sequence[str],
-    held_out_labels: Sequence[str],
-    *,
-    embedder: E5Embedder,
-    options: TrainOptions | None = None,
-    data_sha: str = "",
-) -> dict:
-    return train_e5_artifact_with_held_out(
-        train_texts, train_labels, held_out_texts, held_out_labels,
-        embedder=embedder, options=options, data_sha=data_sha,
-    )[0]
-
-
 def train_e5_artifact_with_held_out(
     train_texts: Sequence[str],
     train_labels: Sequence[str],

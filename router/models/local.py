@@ -103,22 +103,6 @@ def label_indices(labels: Sequence[str]) -> np.ndarray:
     return np.array([ROUTES.index(label) for label in labels])  # type: ignore[arg-type]
 
 
-def train_artifact(
-    train_texts: Sequence[str],
-    train_labels: Sequence[str],
-    held_out_texts: Sequence[str],
-    held_out_labels: Sequence[str],
-    *,
-    options: TrainOptions | None = None,
-    data_sha: str = "",
-) -> dict:
-    """Fit the pipeline on train rows, the second stage and temperatures on held-out rows."""
-    return train_artifact_with_held_out(
-        train_texts, train_labels, held_out_texts, held_out_labels,
-        options=options, data_sha=data_sha,
-    )[0]
-
-
 def train_artifact_with_held_out(
     train_texts: Sequence[str],
     train_labels: Sequence[str],

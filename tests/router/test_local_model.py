@@ -17,7 +17,7 @@ from router.models.local import (
     build_pipeline,
     fit_temperature,
     label_indices,
-    train_artifact,
+    train_artifact_with_held_out,
 )
 from router.settings import PROJECT_ROOT
 from router.training import TrainResult
@@ -81,8 +81,8 @@ def test_same_data_gives_the_same_artifact(tmp_path: Path) -> None:
         [r.text for r in rows[:50]],
         [r.label for r in rows[:50]],
     )
-    sha_a = save_artifact(train_artifact(*args, data_sha="x"), tmp_path / "a.json")
-    sha_b = save_artifact(train_artifact(*args, data_sha="x"), tmp_path / "b.json")
+    sha_a = save_artifact(train_artifact_with_held_out(*args, data_sha="x")[0], tmp_path / "a.json")
+    sha_b = save_artifact(train_artifact_with_held_out(*args, data_sha="x")[0], tmp_path / "b.json")
     assert sha_a == sha_b
     assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
 
