@@ -1,16 +1,27 @@
 """`support-router serve`: the loopback rule, worker processes and graceful shutdown.
 
-Workers are uvicorn's (`router.gateway.asgi:app` by import string); each worker builds
-its own app from the environment, so settings reach them the same way they reached this
-process. On SIGTERM uvicorn stops accepting connections, lets requests in flight finish
-for up to `shutdown_grace_s`, runs the app's shutdown (closes the database), and the
-command exits 0.
+Each worker runs `router.gateway.asgi:app` (by import string) and builds its own app from
+the environment, so settings reach it the same way they reached this process. On SIGTERM
+uvicorn stops accepting connections, lets requests in flight finish for up to
+`shutdown_grace_s`, runs the app's shutdown (closes the database), and the command exits 0.
+
+With several workers each one binds its own socket with `SO_REUSEPORT` and the kernel
+spreads new connections over them. uvicorn's own `--workers` shares one socket, and
+asyncio accepts every pending connection in one wake-up, so a client that opens its
+keep-alive connections at once (a load balancer's pool, `wrk`) could land them all on one
+worker and leave the other idle (seen in `bench/load.py`: 1,500 instead of 2,650 req/s).
+This supervisor does not restart a worker that dies: it stops the others and exits 1,
+and the process manager (systemd, Kubernetes) restarts the whole gateway.
 """
 
 from __future__ import annotations
 
 import logging
+import multiprocessing
+import os
 import signal
+import socket
+import time
 from types import FrameType
 from typing import Any
 
@@ -22,17 +33,6 @@ from router.settings import Settings
 logger = logging.getLogger(__name__)
 
 ASGI_APP = "router.gateway.asgi:app"
-
-WORKER_HEALTHCHECK_S = 30
-"""How long uvicorn's supervisor waits for a worker to answer its ping before killing it.
-
-uvicorn's default (5 s) is too short here: the ping is answered by a thread of the worker,
-and under a burst on a 2-core machine that thread can wait longer than 5 s for the GIL
-behind the request threads; the supervisor then SIGKILLs a healthy, busy worker and
-every request in it is lost (seen in `tests/router/test_serve.py`). A worker silent for
-30 s is really stuck.
-"""
-
 
 class LoopbackOnly(SupportRouterError):
     """Refusing to bind a public interface while every endpoint is open."""
@@ -94,13 +94,58 @@ def serve_gateway(
     if workers > 1:
         _ensure_models(settings)
     # The app says how requests are let in when it starts (router.gateway.access).
+    options = {"timeout_graceful_shutdown": settings.shutdown_grace_s, **uvicorn_options}
+    if workers > 1:
+        raise SystemExit(_supervise(host, port, workers, options))
     signal.signal(signal.SIGTERM, _exit_cleanly)
-    uvicorn.run(
-        ASGI_APP,
-        host=host,
-        port=port,
-        workers=workers,
-        timeout_graceful_shutdown=settings.shutdown_grace_s,
-        timeout_worker_healthcheck=WORKER_HEALTHCHECK_S,
-        **uvicorn_options,
-    )
+    uvicorn.run(ASGI_APP, host=host, port=port, **options)
+
+
+def _reuse_port_socket(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((host, port))
+    return sock
+
+
+def _worker(host: str, port: int, options: dict[str, Any]) -> None:
+    """One worker process: its own listening socket on the shared port, one uvicorn."""
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn.Config(ASGI_APP, host=host, port=port, **options))
+    signal.signal(signal.SIGTERM, _exit_cleanly)
+    server.run(sockets=[_reuse_port_socket(host, port)])
+
+
+def _supervise(host: str, port: int, workers: int, options: dict[str, Any]) -> int:
+    """Start the workers, pass SIGTERM on to them, and wait; the exit code for the command.
+
+    SIGINT is not passed on: Ctrl-C reaches every process of the terminal's group already,
+    and a second one would make uvicorn skip its graceful shutdown.
+    """
+    context = multiprocessing.get_context("spawn")
+    processes = [context.Process(target=_worker, args=(host, port, options),
+                                 name=f"gateway-worker-{n}") for n in range(workers)]
+    stopping = False
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        nonlocal stopping
+        stopping = True
+        for process in processes:
+            if process.pid is not None and process.is_alive():
+                os.kill(process.pid, signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, lambda signum, frame: None)
+    for process in processes:
+        process.start()
+    while any(process.is_alive() for process in processes):
+        failed = [p for p in processes if p.exitcode not in (None, 0)]
+        if failed and not stopping:
+            logger.error("%s exited with %s; stopping the gateway", failed[0].name,
+                         failed[0].exitcode)
+            stop(signal.SIGTERM, None)
+        time.sleep(0.2)
+    return 0 if all(process.exitcode == 0 for process in processes) else 1
