@@ -95,6 +95,14 @@ class SupportDesk:
         self._account = AccountHandler(store)
         self._fallback = fallback or build_responder(store)
 
+    def close(self) -> None:
+        """Release what the fallback holds open: the agent's checkpointer connections."""
+        checkpointer = getattr(self._fallback, "checkpointer", None)
+        if checkpointer is not None:
+            from handlers.fallback.agent import close_checkpointer
+
+            close_checkpointer(checkpointer)
+
     # -- messages ---------------------------------------------------------------------
 
     def prepare(self, text: str, *, case_id: str | None = None,

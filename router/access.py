@@ -21,10 +21,12 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from router.errors import SupportRouterError
+
 Role = Literal["gateway", "agent", "supervisor", "admin"]
 ROLES: tuple[str, ...] = get_args(Role)
 """`gateway`: route, messages, cases. `agent`: the hand-off queue and replies.
-`supervisor`: refund approvals. `admin`: policy publish/rollback/reload, experiments."""
+`supervisor`: refund approvals. `admin`: policy publish/rollback/reload."""
 
 KEY_PREFIX = "sr_"
 """Makes a leaked key recognisable to secret scanners and to people reading a log."""
@@ -64,6 +66,13 @@ class ApiKey(BaseModel):
         return digest
 
 
+class InvalidApiKeys(SupportRouterError):
+    """The configured key list contradicts itself; the gateway must not start with it."""
+
+    code = "invalid_api_keys"
+    status_code = 400
+
+
 class KeyRing:
     """The configured keys, looked up by the key a client presents."""
 
@@ -71,10 +80,12 @@ class KeyRing:
         self._keys = tuple(keys)
         names = [k.name for k in self._keys]
         if len(set(names)) != len(names):
-            raise ValueError("API key names must be unique (they identify the caller in logs)")
+            raise InvalidApiKeys(
+                "SUPPORT_ROUTER_API_KEYS: key names must be unique (they name the caller in logs)")
         digests = [k.sha256 for k in self._keys]
         if len(set(digests)) != len(digests):
-            raise ValueError("two API keys have the same sha256: one key, two entries")
+            raise InvalidApiKeys(
+                "SUPPORT_ROUTER_API_KEYS: two entries have the same sha256 (one key, two names)")
         self._digests = [bytes.fromhex(d) for d in digests]
 
     def __len__(self) -> int:

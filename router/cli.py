@@ -48,6 +48,7 @@ def serve(
     Without API keys only loopback may be bound. SIGTERM lets requests in flight finish
     (up to `shutdown_grace_s`) and exits 0.
     """
+    from router.access import KeyRing
     from router.logs import configure_logging, uvicorn_log_config
     from router.metrics import prepare_multiprocess_dir
     from router.serving import check_bind, serve_gateway
@@ -56,6 +57,7 @@ def serve(
     bind = host or settings.host
     try:
         check_bind(settings, bind)
+        KeyRing(settings.api_keys)  # contradictory key entries: refuse before anything starts
     except SupportRouterError as exc:
         typer.echo(f"error ({exc.code}): {exc.message}", err=True)
         raise typer.Exit(2) from exc

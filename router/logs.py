@@ -82,7 +82,8 @@ class JsonFormatter(logging.Formatter):
         return mask(value) if self.mask_customer_data else value
 
     def format(self, record: logging.LogRecord) -> str:
-        message = record.getMessage()
+        # Mask before cutting: a cut through an e-mail or order id would hide it from the mask.
+        message = self._clean(record.getMessage())
         if len(message) > MAX_MESSAGE_CHARS:
             message = f"{message[:MAX_MESSAGE_CHARS]}… [{len(message) - MAX_MESSAGE_CHARS} " \
                       "more characters]"
@@ -90,7 +91,7 @@ class JsonFormatter(logging.Formatter):
             "ts": self._timestamp(record.created),
             "level": record.levelname,
             "logger": record.name,
-            "message": self._clean(message),
+            "message": message,
             "request_id": getattr(record, "request_id", None) or request_id_var.get(),
         }
         client_request_id = client_request_id_var.get()

@@ -108,9 +108,17 @@ def status_class(status: int) -> str:
     return f"{status // 100}xx"
 
 
+HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
 def observe_request(endpoint: str, method: str, status: int, seconds: float) -> None:
-    """One HTTP request; `endpoint` is the route template (or `UNMATCHED`)."""
-    _child(HTTP_LATENCY, endpoint, method, status_class(status)).observe(seconds)
+    """One HTTP request; `endpoint` is the route template (or `UNMATCHED`).
+
+    A method outside the standard set is counted as `other`: the client picks the method,
+    and a label the client picks must not be able to create new series.
+    """
+    label = method if method in HTTP_METHODS else "other"
+    _child(HTTP_LATENCY, endpoint, label, status_class(status)).observe(seconds)
 
 
 def count_decision(decision: Decision) -> None:

@@ -101,6 +101,7 @@ class Settings(BaseSettings):
         "routes_data",
         "model_dir",
         "policy_path",
+        "e5_policy_path",
         "typesafe_policy_path",
         "store_fixture",
     )

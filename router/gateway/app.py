@@ -73,6 +73,8 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
             gc.freeze()
         yield
         app.state.services.router.close()
+        if app.state.services.desk is not None:
+            app.state.services.desk.close()
         app.state.services.engine.dispose()
         undo_logging()  # the root logger is process-wide: leave it as it was found
 

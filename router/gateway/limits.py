@@ -194,7 +194,7 @@ def _too_large(max_bytes: int) -> BadBody:
 def _check_declared_length(declared: str | None, max_bytes: int) -> None:
     if declared is None:
         return
-    if not declared.strip().isdigit():
+    if not re.fullmatch(r"[0-9]+", declared.strip()):  # str.isdigit() also takes "²"
         raise BadBody(400, "bad_request", "Content-Length is not a number")
     if int(declared) > max_bytes:
         raise _too_large(max_bytes)

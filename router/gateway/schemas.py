@@ -31,7 +31,8 @@ def _check_customer_text(text: str) -> str:
         )
     if _CONTROL.search(text):
         raise PydanticCustomError(
-            "control_characters", "text contains control characters (other than tab and newline)"
+            "control_characters",
+            "text contains control characters (other than tab, newline and carriage return)",
         )
     return text
 

@@ -34,7 +34,7 @@ from router.training import TrainResult
 from tests.messages import COMPLAINT, WHEELS
 from tests.servers import free_port
 
-# Per operation; raise it for a longer hunt: SCHEMATHESIS_MAX_EXAMPLES=500 pytest this file.
+# Per operation; raise it for a longer hunt: SCHEMATHESIS_MAX_EXAMPLES=300 pytest this file.
 MAX_EXAMPLES = int(os.environ.get("SCHEMATHESIS_MAX_EXAMPLES", "25"))
 CHECKS = [not_a_server_error, status_code_conformance, response_schema_conformance]
 

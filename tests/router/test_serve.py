@@ -68,6 +68,16 @@ def test_without_keys_a_public_bind_is_refused(settings: Settings) -> None:
         httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
 
 
+def test_contradictory_keys_are_refused_before_anything_starts(settings: Settings) -> None:
+    entry = {"name": "desk", "sha256": hash_key("k1"), "roles": ["gateway"]}
+    keys = json.dumps([entry, {**entry, "sha256": hash_key("k2")}])
+    done = subprocess.run([CLI, "serve", "--port", str(free_port())],
+                          env=_env(settings, api_keys=keys), capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2
+    assert "error (invalid_api_keys)" in done.stderr and "Traceback" not in done.stderr
+
+
 def test_without_keys_it_serves_loopback_says_so_and_stops_cleanly(
     settings: Settings, tmp_path: Path
 ) -> None:

@@ -1,11 +1,14 @@
 from __future__ import annotations
 
+import logging
+
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 from sqlalchemy import text
 
 from router.gateway.deps import ServicesDep
 
+logger = logging.getLogger(__name__)
 router = APIRouter(tags=["health"])
 
 
@@ -24,7 +27,7 @@ def readyz(services: ServicesDep) -> JSONResponse:
             conn.execute(text("SELECT 1"))
         checks["database"] = True
     except Exception:  # noqa: BLE001 - any failure means "not ready"
-        pass
+        logger.warning("readiness: the database did not answer", exc_info=True)
     ready = all(checks.values())
     policy = services.router.primary.policy
     body = {
