@@ -125,11 +125,11 @@ def test_sigterm_lets_requests_in_flight_finish_and_leaves_no_half_written_case(
     """Keep conversations flowing from several clients and SIGTERM the server mid-stream.
 
     Traffic never pauses, so requests are being handled whenever the workers get the
-    signal (with several workers uvicorn's supervisor passes it on only between its own
-    health checks). Every request either got a complete 200, or was never taken in: its
-    connection was refused or closed before the request was read, so nothing was done and
-    the client may retry. The database then holds exactly the answered requests, each
-    case whole: a decision with an outcome, the customer's message and the reply.
+    signal (with several workers `serve` passes it on to each). Every request either got a
+    complete 200, or was never taken in: its connection was refused or closed before the
+    request was read, so nothing was done and the client may retry. The database then
+    holds exactly the answered requests, each case whole: a decision with an outcome, the
+    customer's message and the reply.
     """
     clients, answered_before_signal = 12, 24
     results: list[tuple[str, object, float]] = []
