@@ -14,7 +14,6 @@ from router.gateway.access import install_access
 from router.gateway.deps import Services
 from router.gateway.errors import ERROR_RESPONSES, error_responses, install_error_handlers
 from router.gateway.limits import RequestLimits
-from router.gateway.observability import REQUEST_ID_HEADER as REQUEST_ID_HEADER
 from router.gateway.observability import ObservabilityMiddleware
 from router.gateway.routes import admin, approvals, cases, handoffs, health, messages, route
 from router.gateway.routes import metrics as metrics_route

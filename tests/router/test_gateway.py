@@ -7,7 +7,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
 from router.decision_log import decisions
-from router.gateway.app import REQUEST_ID_HEADER
+from router.gateway.observability import REQUEST_ID_HEADER
 
 
 def _logged(client: TestClient) -> int:
