@@ -4,11 +4,13 @@
     python bench/load.py --soak-s 120 --json out.json
     python bench/load.py --seconds 10 --workers 1 --db sqlite --endpoints route --soak-s 0
     python bench/load.py --baseline-ref HEAD   # also /v1/route on the committed code
+    python bench/load.py --endpoints route --rate 1500 --soak-s 0   # p99 at 1,500 req/s
 
 For every combination of endpoint (`/v1/route`, `/v1/messages`), worker count and database
 (a fresh SQLite file, or a throw-away PostgreSQL database created on 127.0.0.1:5432 and
 dropped afterwards) it starts the gateway, waits for /readyz, warms up for a few seconds,
-then keeps `--clients` requests in flight for `--seconds` and reports requests/s,
+then keeps `--clients` requests in flight for `--seconds` (or, with `--rate`, sends a
+fixed number of requests per second over those connections) and reports requests/s,
 p50/p95/p99 latency and errors (any non-200 answer, timeout or socket error). Then a soak:
 `/v1/messages` for `--soak-s` seconds with the server processes' resident memory sampled
 every `--sample-s` seconds, and whether it stayed flat.
@@ -72,6 +74,29 @@ benchmark pays for authentication too. Only its SHA-256 reaches the server's set
 
 LUA_SCRIPT = r"""
 -- Cycles through a file of request bodies (one JSON document per line); counts non-200s.
+-- With LOAD_RATE > 0 requests leave on a fixed schedule of that many per second (shared
+-- by the connections of this thread), whatever the answers' latency: an offered load.
+local rate = tonumber(os.getenv("LOAD_RATE") or "0")
+local now_s = nil
+if rate > 0 then
+  local ffi = require("ffi")
+  ffi.cdef[[
+    typedef struct { long tv_sec; long tv_nsec; } load_timespec;
+    int clock_gettime(int clock_id, load_timespec *tp);
+  ]]
+  local ts = ffi.new("load_timespec")
+  now_s = function()
+    ffi.C.clock_gettime(1, ts)  -- CLOCK_MONOTONIC
+    return tonumber(ts.tv_sec) + tonumber(ts.tv_nsec) * 1e-9
+  end
+end
+local next_at = nil
+function delay()
+  if rate <= 0 then return 0 end
+  local now = now_s()
+  next_at = (next_at or now) + 1 / rate
+  return math.max(0, (next_at - now) * 1000)
+end
 local bodies = {}
 for line in io.lines(os.getenv("LOAD_BODIES")) do bodies[#bodies + 1] = line end
 local path = os.getenv("LOAD_PATH")
@@ -345,11 +370,11 @@ class Measured:
 
 
 def run_wrk(wrk: str, workdir: Path, base: str, path: str, bodies_file: Path, clients: int,
-            seconds: float) -> Measured:
+            seconds: float, rate: float = 0.0) -> Measured:
     script = workdir / "load.lua"
     script.write_text(LUA_SCRIPT)
     env = {**os.environ, "LOAD_BODIES": str(bodies_file), "LOAD_PATH": path,
-           "LOAD_KEY": BENCH_KEY}
+           "LOAD_KEY": BENCH_KEY, "LOAD_RATE": str(rate)}
     command = [wrk, "-t1", f"-c{clients}", f"-d{max(1, round(seconds))}s", "--timeout", "10s",
                "-s", str(script), base]
     out = subprocess.run(command, env=env, capture_output=True, text=True,
@@ -423,9 +448,11 @@ class Generator:
     wrk: str | None
 
     def run(self, workdir: Path, base: str, path: str, bodies_file: Path, clients: int,
-            seconds: float) -> Measured:
+            seconds: float, rate: float = 0.0) -> Measured:
         if self.wrk:
-            return run_wrk(self.wrk, workdir, base, path, bodies_file, clients, seconds)
+            return run_wrk(self.wrk, workdir, base, path, bodies_file, clients, seconds, rate)
+        if rate:
+            raise SystemExit("--rate needs wrk (the Python generator only runs closed-loop)")
         return run_python(base, path, bodies_file, clients, seconds)
 
 
@@ -448,18 +475,18 @@ def _machine_busy_seconds() -> float:
 
 
 def measure(generator: Generator, workdir: Path, server: Server, endpoint: str,
-            bodies_file: Path, clients: int, seconds: float, warmup_s: float) -> tuple[
-                Measured, float, float]:
+            bodies_file: Path, clients: int, seconds: float, warmup_s: float,
+            rate: float = 0.0) -> tuple[Measured, float, float]:
     """One timed run after a warm-up; also the CPU the server and everyone else used."""
     path = ENDPOINTS[endpoint]
     if warmup_s > 0:
-        generator.run(workdir, server.base, path, bodies_file, clients, warmup_s)
+        generator.run(workdir, server.base, path, bodies_file, clients, warmup_s, rate)
     server_procs = server.tree()
     me = psutil.Process()
     busy0, server0, me0 = _machine_busy_seconds(), _cpu_seconds(server_procs), _cpu_seconds([me])
     children0 = me.cpu_times().children_user + me.cpu_times().children_system
     wall0 = time.monotonic()
-    result = generator.run(workdir, server.base, path, bodies_file, clients, seconds)
+    result = generator.run(workdir, server.base, path, bodies_file, clients, seconds, rate)
     wall = time.monotonic() - wall0
     children1 = me.cpu_times().children_user + me.cpu_times().children_system
     server_cpu = _cpu_seconds(server_procs) - server0
@@ -478,7 +505,7 @@ def load_run(args: argparse.Namespace, generator: Generator, workdir: Path, endp
         workers, db_url, baseline_src=baseline_src, use_cli=use_cli, log_level=args.log_level
     ) as server:
         m, other, server_cpu = measure(generator, workdir, server, endpoint, bodies_file,
-                                       args.clients, args.seconds, args.warmup_s)
+                                       args.clients, args.seconds, args.warmup_s, args.rate)
         label = server.label
     return LoadResult(
         endpoint=ENDPOINTS[endpoint], workers=workers, db=db, server=label,
@@ -627,6 +654,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--db", default="sqlite,postgres", help="sqlite, postgres or both")
     parser.add_argument("--endpoints", default="route,messages")
     parser.add_argument("--repeat", type=int, default=1, help="runs per row; medians shown")
+    parser.add_argument(
+        "--rate", type=float, default=0.0,
+        help="offered load: requests leave on a fixed schedule of this many per second over "
+        "the --clients connections (wrk only). 0 (default): closed loop, each connection "
+        "sends its next request as soon as the answer arrives")
     parser.add_argument("--soak-s", type=float, default=600.0, help="0 skips the soak")
     parser.add_argument("--sample-s", type=float, default=30.0)
     parser.add_argument("--soak-db", default="sqlite", choices=["sqlite", "postgres"])
@@ -670,7 +702,9 @@ def main(argv: list[str] | None = None) -> None:
     machine = describe_machine()
     print(f"machine: {machine}")
     print(f"load generator: {generator.name}{' (in this process)' if not wrk else ''}; "
-          f"{args.clients} clients, {args.seconds:.0f} s per row after {args.warmup_s:.0f} s "
+          f"{args.clients} clients"
+          f"{f' offering {args.rate:,.0f} req/s' if args.rate else ' (closed loop)'}, "
+          f"{args.seconds:.0f} s per row after {args.warmup_s:.0f} s "
           f"warm-up; server started with "
           f"{'support-router serve' if use_cli else 'uvicorn router.gateway.asgi:app'}")
 

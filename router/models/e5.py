@@ -66,7 +66,7 @@ def train_e5_artifact_with_held_out(
 
     best: tuple[float, float, LogisticRegression] | None = None
     for scale in SCALE_GRID:
-        classifier = LogisticRegression(C=options.c, max_iter=options.max_iter, tol=1e-8)
+        classifier = LogisticRegression(C=options.c, max_iter=options.max_iter, tol=options.tol)
         classifier.fit(_combine(sparse_train, dense_train, scale), y_train)
         accuracy = classifier.score(_combine(sparse_held_out, dense_held_out, scale), y_held_out)
         if best is None or accuracy > best[0]:

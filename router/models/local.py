@@ -3,16 +3,18 @@
 Training uses scikit-learn; serving uses the JSON artifact and scorer of
 `router.models.linear`. Around the linear model: instruction stripping before scoring;
 after it, every clause of the message is scored too and a small second-stage logistic
-regression over [whole-message logits + clause features] (`router.models.clauses`),
-fitted on the calibration split with cross-fitting, gives the final probabilities (with
-its own temperature). The second stage replaces the post-hoc two-request rule: it learns
-from held-out data how much a second confident intent, a one-word message or a
-low-confidence clause should count.
+regression over [whole-message logits + clause features] (`router.models.clauses`)
+gives the final probabilities (with its own temperature). Both stages are cross-fitted
+over the same rows (`train_artifact`), so every labelled row trains the linear model and
+the second stage only ever sees logits of rows the linear model did not fit. The second
+stage replaces the post-hoc two-request rule: it learns from held-out data how much a
+second confident intent, a one-word message or a low-confidence clause should count.
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import os
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -21,6 +23,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
+from joblib import Parallel, delayed
 from scipy.optimize import minimize_scalar
 from scipy.special import log_softmax, softmax
 from sklearn.feature_extraction.text import TfidfVectorizer
@@ -53,6 +56,7 @@ CHAR_NGRAMS = (2, 5)
 MODEL_NAME_PREFIX = "local-tfidf-lr"
 SECOND_STAGE_C_GRID = (0.1, 0.3, 1.0)
 SECOND_STAGE_FOLDS = 5
+CROSS_FIT_FOLDS = 5
 
 
 def prepare_text(text: str) -> str:
@@ -65,6 +69,9 @@ class TrainOptions:
     c: float = 10.0
     char_min_df: int = 2
     max_iter: int = 5000
+    # 1e-4 instead of 1e-8: four times faster to fit, same accuracy on the calibration
+    # split (0.807 vs 0.808, cross-fitted); the fast path matches whatever was fitted.
+    tol: float = 1e-4
 
 
 def build_pipeline(options: TrainOptions) -> Pipeline:
@@ -84,7 +91,7 @@ def build_pipeline(options: TrainOptions) -> Pipeline:
             ),
         ]
     )
-    classifier = LogisticRegression(C=options.c, max_iter=options.max_iter, tol=1e-8)
+    classifier = LogisticRegression(C=options.c, max_iter=options.max_iter, tol=options.tol)
     return Pipeline([("features", features), ("classifier", classifier)])
 
 
@@ -103,48 +110,76 @@ def label_indices(labels: Sequence[str]) -> np.ndarray:
     return np.array([ROUTES.index(label) for label in labels])  # type: ignore[arg-type]
 
 
-def train_artifact_with_held_out(
-    train_texts: Sequence[str],
-    train_labels: Sequence[str],
-    held_out_texts: Sequence[str],
-    held_out_labels: Sequence[str],
+def train_artifact(
+    texts: Sequence[str],
+    labels: Sequence[str],
     *,
     options: TrainOptions | None = None,
     data_sha: str = "",
 ) -> tuple[dict, np.ndarray]:
-    """The artifact, and held-out probabilities no fitted part has seen the label of.
+    """The artifact, and out-of-fold probabilities of every row, from one set of rows.
 
-    The linear model is fitted on train rows. The second stage (clause features →
-    logistic regression) is fitted on the held-out rows, so its held-out probabilities
-    are cross-fitted: each fold is scored by a second stage fitted on the other folds.
-    Those out-of-fold probabilities are what the default threshold is picked on.
+    Cross-fitting, so both stages learn from every row: the rows are split into
+    `CROSS_FIT_FOLDS` folds, and each fold's whole-message and clause logits come from a
+    linear model fitted on the other folds. The linear temperature and the second stage
+    are fitted on those out-of-fold features (the second stage cross-fitted again inside
+    `fit_second_stage`); the final linear model is fitted on all rows. The returned
+    probabilities are out-of-fold at both levels: what the default threshold is picked on.
+
+    Held-out rows used only for the second stage (the earlier design) left a quarter of
+    the labelled data out of the linear model; measured on the calibration split with the
+    train split as the only training data, cross-fitting raised accuracy 0.771 → 0.808.
     """
     options = options or TrainOptions()
-    pipeline = build_pipeline(options)
-    pipeline.fit([prepare_text(t) for t in train_texts], label_indices(train_labels))
-    held_out = [prepare_text(t) for t in held_out_texts]
-    held_out_y = label_indices(held_out_labels)
-    temperature = fit_temperature(pipeline.decision_function(held_out), held_out_y)
+    stripped = [prepare_text(t) for t in texts]
+    y = label_indices(labels)
+    folds = StratifiedKFold(CROSS_FIT_FOLDS, shuffle=True, random_state=0).split(stripped, y)
+    features = np.zeros((len(y), len(CLAUSE_FEATURES)))
+    fold_results = Parallel(n_jobs=min(CROSS_FIT_FOLDS, os.cpu_count() or 1))(
+        delayed(_out_of_fold_features)(stripped, y, fit_rows, held_rows, options)
+        for fit_rows, held_rows in folds
+    )
+    for held_rows, held_features in fold_results:
+        features[held_rows] = held_features
+    whole_logits = features[:, : len(ROUTES)]
+    pipeline = build_pipeline(options).fit(stripped, y)
     artifact = artifact_from_fitted(
         pipeline.named_steps["features"],
         pipeline.named_steps["classifier"],
-        temperature=temperature,
+        temperature=fit_temperature(whole_logits, y),
         meta={
             "data_sha": data_sha,
-            "n_train": len(train_texts),
-            "n_held_out": len(held_out_texts),
+            "n_rows": len(texts),
+            "cross_fit_folds": CROSS_FIT_FOLDS,
             "options": options.__dict__,
         },
     )
-    scorer = LinearRouteScorer(artifact)
-    linear = scorer.probabilities_batch(held_out)
-    features = second_stage_features(scorer, held_out)
-    artifact["second_stage"], held_out_probabilities = fit_second_stage(
-        features, held_out_y, baseline_accuracy=float(np.mean(linear.argmax(axis=1) == held_out_y))
+    linear_accuracy = float(np.mean(whole_logits.argmax(axis=1) == y))
+    artifact["second_stage"], probabilities = fit_second_stage(
+        features, y, baseline_accuracy=linear_accuracy
     )
-    if held_out_probabilities is None:
-        held_out_probabilities = linear
-    return artifact, held_out_probabilities
+    if probabilities is None:
+        probabilities = softmax(whole_logits / artifact["temperature"], axis=1)
+    return artifact, probabilities
+
+
+def _out_of_fold_features(
+    stripped: Sequence[str],
+    y: np.ndarray,
+    fit_rows: np.ndarray,
+    held_rows: np.ndarray,
+    options: TrainOptions,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Second-stage features of `held_rows` from a linear model fitted on `fit_rows`."""
+    pipeline = build_pipeline(options).fit([stripped[i] for i in fit_rows], y[fit_rows])
+    fold = artifact_from_fitted(
+        pipeline.named_steps["features"],
+        pipeline.named_steps["classifier"],
+        temperature=1.0,
+        meta={},
+    )
+    held = [stripped[i] for i in held_rows]
+    return held_rows, second_stage_features(LinearRouteScorer(fold), held)
 
 
 def fit_second_stage(

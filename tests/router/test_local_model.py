@@ -17,7 +17,7 @@ from router.models.local import (
     build_pipeline,
     fit_temperature,
     label_indices,
-    train_artifact_with_held_out,
+    train_artifact,
 )
 from router.settings import PROJECT_ROOT
 from router.training import TrainResult
@@ -75,16 +75,30 @@ def test_fit_temperature_recovers_a_known_temperature() -> None:
 
 def test_same_data_gives_the_same_artifact(tmp_path: Path) -> None:
     rows = ROWS[::4]
-    args = (
-        [r.text for r in rows],
-        [r.label for r in rows],
-        [r.text for r in rows[:50]],
-        [r.label for r in rows[:50]],
-    )
-    sha_a = save_artifact(train_artifact_with_held_out(*args, data_sha="x")[0], tmp_path / "a.json")
-    sha_b = save_artifact(train_artifact_with_held_out(*args, data_sha="x")[0], tmp_path / "b.json")
+    args = ([r.text for r in rows], [r.label for r in rows])
+    sha_a = save_artifact(train_artifact(*args, data_sha="x")[0], tmp_path / "a.json")
+    sha_b = save_artifact(train_artifact(*args, data_sha="x")[0], tmp_path / "b.json")
     assert sha_a == sha_b
     assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
+
+
+def test_cross_fitted_probabilities_are_out_of_fold() -> None:
+    """The returned probabilities come from models that never saw the row's label.
+
+    The final model, fitted on every row, gives its own training rows' labels clearly
+    higher probability; out-of-fold probabilities must not look like that.
+    """
+    rows = ROWS[::3]
+    texts, labels = [r.text for r in rows], [r.label for r in rows]
+    artifact, out_of_fold = train_artifact(texts, labels)
+    in_sample = LocalRouteModel(artifact, "in-sample").probabilities_batch(texts)
+    y = label_indices(labels)
+    rows_index = np.arange(len(y))
+    assert out_of_fold.shape == (len(texts), len(ROUTES))
+    np.testing.assert_allclose(out_of_fold.sum(axis=1), 1.0)
+    assert in_sample[rows_index, y].mean() > out_of_fold[rows_index, y].mean() + 0.05
+    assert artifact["training"]["cross_fit_folds"] == 5
+    assert artifact["training"]["n_rows"] == len(texts)
 
 
 def test_artifact_round_trip_scores_like_the_trained_model(trained: TrainResult) -> None:
