@@ -15,6 +15,7 @@ import re
 import numpy as np
 
 from router.contracts import ROUTES
+from router.models.entities import EMAIL_PLACEHOLDER
 
 UNCLEAR = ROUTES.index("unclear")
 ACTIONABLE = [ROUTES.index(r) for r in ("refund", "account", "other")]
@@ -29,10 +30,41 @@ _CLAUSE_BREAK = re.compile(
 )
 MIN_CLAUSE_CHARS = 12
 
+# Words of a greeting or a self-introduction ("Hi, this is <e-mail>.", "Hola, soy …",
+# "Здравствуйте, это …", "account e-mail: …"), in the languages we serve. A clause made of
+# these and an e-mail placeholder says who is writing, not what they want: scored alone,
+# the linear model reads the e-mail as an account change, and the second stage then saw
+# two requests in every identified refund. Text that changes an e-mail ("change my e-mail
+# to …") keeps its verb and is never dropped.
+_IDENTITY_WORDS = frozenset(
+    """
+    hi hello hey hiya dear team support good morning afternoon evening there this is it's
+    its it i'm im i am here my email e-mail mail address account name from the on file
+    registered under login contact customer
+    hola buenas buenos días dias soy mi correo es cuenta aquí aqui electrónico electronico
+    hallo guten tag hier ist ich bin meine mein konto e-mail-adresse adresse mailadresse
+    kundenkonto bonjour salut c'est ici je suis mon compte courriel électronique
+    olá ola oi bom dia sou a o aqui meu minha conta é ciao salve buongiorno sono qui la mia
+    il mio здравствуйте привет добрый день это я моя мой почта аккаунт адрес электронная
+    dzień dobry cześć tu jestem moje goedendag goedemiddag dit mijn hej det är jag min mitt
+    merhaba ben benim вітаю це мене мій пошта
+    """.split()
+)
+_WORD = re.compile(r"[^\W\d_]+(?:['’-][^\W\d_]+)*")
+
+
+def is_identity_only(clause: str) -> bool:
+    """True for a clause that only greets and names the writer's e-mail address."""
+    if EMAIL_PLACEHOLDER not in clause:
+        return False
+    words = (w.lower() for w in _WORD.findall(clause))
+    return all(w in _IDENTITY_WORDS or w == EMAIL_PLACEHOLDER for w in words)
+
 
 def split_clauses(text: str) -> list[str]:
+    """The clauses of an already-prepared text, without greeting-and-identity clauses."""
     parts = (p.strip(" ,;:-") for p in _CLAUSE_BREAK.split(text) if p)
-    return [p for p in parts if len(p) >= MIN_CLAUSE_CHARS]
+    return [p for p in parts if len(p) >= MIN_CLAUSE_CHARS and not is_identity_only(p)]
 
 
 def distinct_confident_routes(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+EMAIL_PLACEHOLDER = "emailaddr"
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 _URL = re.compile(r"\bhttps?://\S+|\bwww\.\S+", re.IGNORECASE)
 _ORDER_ID = re.compile(r"(?<![\w-])(?:#\s?)?[oO]-?\s?\d{3,}\b")
@@ -17,7 +18,7 @@ _DIGITS = re.compile(r"\d+")
 
 
 def normalise_entities(text: str) -> str:
-    text = _EMAIL.sub(" emailaddr ", text)
+    text = _EMAIL.sub(f" {EMAIL_PLACEHOLDER} ", text)
     text = _URL.sub(" urladdr ", text)
     text = _ORDER_ID.sub(" orderid ", text)
     return _DIGITS.sub("0", text)

@@ -65,7 +65,22 @@ _STEERING = re.compile(
     r"|\b(?:einstufen|klassifizier\w*|weiterleiten|als\s+\w+\s+(?:einstufen|markieren|behandeln))"
     r"|(?:классифицир|направ\w+\s+(?:в|это|этот)|перенаправ|пометь\w*\s+как|отнеси\s+к)"
     r"|\b(?:klasyfikuj|przekieruj|oznacz\s+jako)|\b(?:classificeer|doorsturen\s+naar)"
-    r"|\b(?:klassificera|skicka\s+(?:detta|det)\s+till)",
+    r"|\b(?:klassificera|skicka\s+(?:detta|det)\s+till)"
+    # "ignore all the previous rules", with words between, in the languages we serve
+    r"|\b(?:ignor|negeer|disregard|vergiss|olvid|oubli|dimentic|esque[cç]|игнорир|забудь)\w*"
+    r"\s+(?:\S+\s+){0,3}?(?:previous|prior|above|earlier|preceding|precedent\w*|pr[ée]c[ée]dent\w*"
+    r"|anterior\w*|vorig\w*|vorherig\w*|bisherig\w*|предыдущ\w*|poprzedni\w*|eerdere|tidigare|önceki)"
+    r"|\blabel\w*\s+(?:this\s+|it\s+)?(?:as\s+)?['\"‘«]?(?:refund|account|other|unclear)\b"
+    r"|\b(?:answer|reply|respond|output|r[ée]pond\w*|antwort\w*|respond\w*|rispond\w*|svar\w*"
+    r"|ответ\w*)\s*:?\s+(?:with\s+|only\s+)?['\"‘«](?:refund|account|other|unclear)\b"
+    r"|\boutput\s*[:=]|\bthe\s+following\s+(?:message|text|ticket|is)\b|\bautomated\s+system\b"
+    r"|\bbu\s+mesaj\b|\bdecode\s+(?:this|that|it|and)\b"
+    r"|\brouting\s+token\b|\bpriority\s*[:=]|\bas\s+\w*bot\b"
+    r"|\b(?:vous\s+[êe]tes\s+maintenant|du\s+är\s+nu|du\s+bist\s+jetzt|eres\s+ahora|sei\s+ora"
+    r"|você\s+é\s+agora|je\s+bent\s+nu|jesteś\s+teraz|ты\s+теперь)\b"
+    r"|\bmode\s+administrateur\b|\brouteer\w*|\brouter\s+vers\b|\bzet\s+(?:dit|het)\s+bij\b"
+    r"|\bmand[ae]\s+(?:isto|isso|questo|esto|this)\b|\bclassificat(?:ore|eur)\b"
+    r"|системн\w*\s+сообщени\w*|\bsysteeminstructie\b|\bistruzione\s+interna\b",
     re.IGNORECASE,
 )
 
@@ -136,6 +151,44 @@ _STEERING_STEMS = (
     "маршрут",
     "yönlendir",
     "kategor",
+    "negeer",
+    "vergiss",
+    "olvid",
+    "oubli",
+    "dimentic",
+    "esque",
+    "игнор",
+    "забудь",
+    "output",
+    "répond",
+    "repond",
+    "reply",
+    "answer",
+    "antwort",
+    "respond",
+    "rispond",
+    "svar",
+    "ответ",
+    "following",
+    "automated",
+    "bu mesaj",
+    "decode",
+    "priority",
+    "maintenant",
+    "är nu",
+    "bist jetzt",
+    "eres ahora",
+    "sei ora",
+    "é agora",
+    "bent nu",
+    "teraz",
+    "теперь",
+    "administrateur",
+    "zet d",
+    "zet h",
+    "mand",
+    "системн",
+    "istruzione",
 )
 
 NOTE_BODY_MAX_WORDS = 8
@@ -185,12 +238,45 @@ def _kept_segments(line: str, *, may_steer: bool) -> list[str]:
     return kept
 
 
+# A bracketed block ([…], <<…>>, <tag>…</tag>) goes as a whole when what it holds is
+# addressed to the system; cutting it into sentences first would keep its opening
+# ("[SYSTEM NOTE:") and drop the customer's request that follows it on the same line.
+# A block followed by a colon or an arrow is a role label ("[SYSTEM]: …"): the segment
+# rules below remove it together with the note it introduces.
+_BRACKETED = re.compile(
+    r"(?:\[[^\[\]\n]{1,300}\]|<<[^<>\n]{1,300}>>"
+    r"|<([a-z][\w-]*)\b[^<>]{0,200}>[^<>]{0,300}</\1\s*>)(?!\s*[:>\-–])",
+    re.IGNORECASE,
+)
+_MARKUP_TAG = re.compile(
+    r"</?(?:div|span|p|br|font|b|i|u|em|strong|a|img|script|style|meta|body|html|head|label|"
+    r"route|category|intent|message|system|inst|instructions?|note|hidden)\b[^<>]{0,200}>",
+    re.IGNORECASE,
+)
+_MARKUP_NAMES = re.compile(r"<\s*/?\s*(?:label|route|category|intent|message|system|inst)", re.I)
+
+
+def _drop_bracketed(text: str) -> str:
+    def replace(match: re.Match[str]) -> str:
+        block = match.group(0)
+        inner = _MARKUP_TAG.sub(" ", block).strip("[]<> ")
+        if _MARKUP_NAMES.match(block) or is_instruction(inner) or is_instruction(f"[{inner}]"):
+            return " "
+        return block
+
+    return _BRACKETED.sub(replace, text)
+
+
 def strip_instructions(text: str) -> str:
     """The text with every instruction-like line or sentence removed."""
     if "{" in text:
         text = _JSON_BLOB.sub(" ", text)
     if "<" in text:
         text = _TAG_BLOCK.sub(" ", text)
+    if "[" in text or "<" in text:
+        text = _drop_bracketed(text)
+        if "<" in text:
+            text = _MARKUP_TAG.sub(" ", text)
     may_steer = _may_steer(text)  # a stem in any segment is a stem in the whole text
     kept = [
         segment

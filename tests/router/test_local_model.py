@@ -219,3 +219,23 @@ def test_default_threshold_walk_starts_where_one_misroute_cannot_end_it() -> Non
     assert threshold == 0.34  # loosest before the low-confidence mistakes are routed
     # With too few rows for the start rule the walk starts at the top of the grid.
     assert pick_default_threshold(labels[:11], predicted[:11]) == 0.99
+
+
+@pytest.mark.parametrize(
+    ("text", "clauses"),
+    [
+        ("Hi, this is a.b@mail.com. My teapot broke, refund it.", ["My teapot broke, refund it."]),
+        ("Hola, soy a.b@mail.com. Quiero un reembolso.", ["Quiero un reembolso."]),
+        ("Здравствуйте, это a.b@mail.com. Шлем треснул.", ["Шлем треснул."]),
+        ("Hallo, hier ist a.b@mail.com. Bitte Geld zurück.", ["Bitte Geld zurück."]),
+        # a request about the e-mail address keeps its verb, so it stays a clause
+        ("Please change my email to a.b@mail.com", ["Please change my email to  emailaddr"]),
+    ],
+)
+def test_greeting_and_identity_clauses_are_not_scored_as_requests(
+    text: str, clauses: list[str]
+) -> None:
+    from router.models.clauses import split_clauses
+    from router.models.local import prepare_text
+
+    assert split_clauses(prepare_text(text)) == clauses
