@@ -11,6 +11,7 @@ look like a second request.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -119,6 +120,10 @@ CLAUSE_FEATURES = (
     + ["actionable_second", "actionable_third"]
     + [f"distinct_routes_{level}" for level in CONFIDENCE_LEVELS]
     + ["n_clauses", "log_tokens", "at_most_two_tokens"]
+    # How long the clauses behind the two strongest actionable routes are: a short
+    # clause ("I changed my mind.") scored alone is read by its loudest word, so its
+    # second route is weaker evidence of a second request than a long clause's.
+    + ["second_clause_log_tokens", "first_clause_log_tokens", "second_clause_token_share"]
 )
 
 
@@ -129,16 +134,21 @@ def _softmax_rows(logits: np.ndarray) -> np.ndarray:
 
 
 def clause_features(
-    whole_logits: np.ndarray, clause_logits: np.ndarray, n_tokens: int
+    whole_logits: np.ndarray,
+    clause_logits: np.ndarray,
+    n_tokens: int,
+    clause_tokens: Sequence[int],
 ) -> np.ndarray:
     """The second-stage inputs of one message (see `CLAUSE_FEATURES` for their order).
 
     `whole_logits` are the linear model's raw logits for the whole (stripped) message,
     `clause_logits` one row per clause (possibly none), `n_tokens` the number of
-    whitespace-separated tokens of the stripped message.
+    whitespace-separated tokens of the stripped message, `clause_tokens` those of each
+    clause.
     """
     n_clauses = len(clause_logits)
     rows = _softmax_rows(clause_logits if n_clauses else whole_logits[None, :])
+    tokens = np.asarray(clause_tokens if n_clauses else [n_tokens], dtype=float)
     n = rows.shape[1]
     choices = rows.argmax(axis=1)
     confidences = (rows.max(axis=1) - 1 / n) / (1 - 1 / n)
@@ -149,6 +159,10 @@ def clause_features(
     ]
     highest = rows.max(axis=0)
     ranked = np.sort(highest[ACTIONABLE])
+    # The clause holding each actionable route's highest probability (ties: the last).
+    holder = [len(rows) - 1 - int(rows[::-1, r].argmax()) for r in ACTIONABLE]
+    order = np.argsort(highest[ACTIONABLE], kind="stable")
+    second, first = tokens[holder[order[1]]], tokens[holder[order[2]]]
     return np.concatenate(
         [
             whole_logits,
@@ -156,6 +170,7 @@ def clause_features(
             [ranked[1], ranked[0]],
             distinct,
             [min(n_clauses, MAX_CLAUSES_FEATURE), np.log1p(n_tokens), float(n_tokens <= 2)],
+            [np.log1p(second), np.log1p(first), second / max(tokens.sum(), 1.0)],
         ]
     )
 
@@ -165,11 +180,13 @@ def clause_features_batch(
     clause_logits: np.ndarray,
     clause_counts: list[int],
     token_counts: list[int],
+    clause_token_counts: Sequence[int],
 ) -> np.ndarray:
     """`clause_features` for many messages at once (vectorised; equal to it row by row).
 
     `clause_logits` stacks every message's clauses, `clause_counts` says how many each
-    message has. A message without clauses stands in for its own single clause.
+    message has, `clause_token_counts` how many tokens each stacked clause has. A message
+    without clauses stands in for its own single clause.
     """
     counts = np.asarray(clause_counts, dtype=np.intp)
     n_messages = len(counts)
@@ -199,6 +216,13 @@ def clause_features_batch(
         for level in CONFIDENCE_LEVELS
     ]
     tokens = np.asarray(token_counts, dtype=float)
+    row_tokens = np.empty(len(logits))
+    row_tokens[clause_rows] = np.asarray(clause_token_counts, dtype=float)
+    row_tokens[starts[empty]] = tokens[empty]
+    second, first = _holder_tokens(rows, starts, rows_per_message, highest, row_tokens)
+    per_message_tokens = (
+        np.add.reduceat(row_tokens, starts) if n_messages else np.zeros(0)
+    )
     return np.column_stack(
         [
             whole_logits,
@@ -209,5 +233,35 @@ def clause_features_batch(
             np.minimum(counts, MAX_CLAUSES_FEATURE),
             np.log1p(tokens),
             (tokens <= 2).astype(float),
+            np.log1p(second),
+            np.log1p(first),
+            second / np.maximum(per_message_tokens, 1.0),
         ]
     ).reshape(n_messages, len(CLAUSE_FEATURES))
+
+
+def _holder_tokens(
+    rows: np.ndarray,
+    starts: np.ndarray,
+    rows_per_message: np.ndarray,
+    highest: np.ndarray,
+    row_tokens: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Tokens of the clauses holding the second and the first actionable route's maximum."""
+    n_messages = len(starts)
+    if n_messages == 0:
+        return np.zeros(0), np.zeros(0)
+    message_of_row = np.repeat(np.arange(n_messages), rows_per_message)
+    holders = []
+    for route in ACTIONABLE:
+        # Sorted by (message, probability, row): each message's last row holds its maximum
+        # (ties go to the later clause, as in `clause_features`).
+        order = np.lexsort((np.arange(len(rows)), rows[:, route], message_of_row))
+        ends = np.cumsum(rows_per_message) - 1
+        holders.append(order[ends])
+    holders_by_route = np.column_stack(holders)  # (messages, actionable routes)
+    rank = np.argsort(highest[:, ACTIONABLE], axis=1, kind="stable")
+    index = np.arange(n_messages)
+    second = row_tokens[holders_by_route[index, rank[:, 1]]]
+    first = row_tokens[holders_by_route[index, rank[:, 2]]]
+    return second, first

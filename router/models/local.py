@@ -246,6 +246,7 @@ def clause_split(stripped: Sequence[str]) -> tuple[list[str], list[int], list[in
     return flat, [len(c) for c in per_text], [len(text.split()) for text in stripped]
 
 
+
 def second_stage_features(
     scorer: LinearRouteScorer, stripped: Sequence[str], dense: np.ndarray | None = None
 ) -> np.ndarray:
@@ -261,7 +262,9 @@ def second_stage_features(
     else:
         whole = scorer.logits_batch(stripped, dense)
         clause_logits = scorer.sparse_logits_batch(clauses)
-    return clause_features_batch(whole, clause_logits, clause_counts, token_counts)
+    return clause_features_batch(
+        whole, clause_logits, clause_counts, token_counts, [len(c.split()) for c in clauses]
+    )
 
 
 class LocalRouteModel:
@@ -307,7 +310,9 @@ class LocalRouteModel:
             if clauses
             else np.zeros((0, len(ROUTES)))
         )
-        features = clause_features(whole, clause_logits, len(stripped.split()))
+        features = clause_features(
+            whole, clause_logits, len(stripped.split()), [len(c.split()) for c in clauses]
+        )
         return self._second_stage.probabilities(features)[0]
 
     def probabilities_batch(self, texts: Sequence[str], *, processes: int = 1) -> np.ndarray:

@@ -152,20 +152,41 @@ def test_clause_features_batch_equals_one_message_at_a_time() -> None:
     from router.models.clauses import clause_features, clause_features_batch
 
     rng = np.random.default_rng(5)
-    for _ in range(30):
+    for trial in range(40):
         n = int(rng.integers(1, 8))
         counts = [int(c) for c in rng.integers(0, 5, size=n)]
         whole = rng.normal(size=(n, 4)) * 3
         clauses = rng.normal(size=(sum(counts), 4)) * 3
+        if trial % 2 and len(clauses) > 1:
+            clauses[1:] = clauses[0]  # ties: the later clause holds the maximum in both
         tokens = [int(t) for t in rng.integers(0, 30, size=n)]
+        clause_tokens = [int(t) for t in rng.integers(1, 15, size=sum(counts))]
         bounds = np.cumsum([0, *counts])
         one_by_one = [
-            clause_features(whole[i], clauses[bounds[i] : bounds[i + 1]], tokens[i])
+            clause_features(
+                whole[i],
+                clauses[bounds[i] : bounds[i + 1]],
+                tokens[i],
+                clause_tokens[bounds[i] : bounds[i + 1]],
+            )
             for i in range(n)
         ]
-        np.testing.assert_allclose(
-            clause_features_batch(whole, clauses, counts, tokens), one_by_one, rtol=0, atol=1e-12
-        )
+        batch = clause_features_batch(whole, clauses, counts, tokens, clause_tokens)
+        np.testing.assert_allclose(batch, one_by_one, rtol=0, atol=1e-12)
+
+
+def test_a_short_second_clause_is_told_apart_from_a_long_one() -> None:
+    """The clause-length features see which clause carries the second route."""
+    from router.models.clauses import CLAUSE_FEATURES, clause_features
+
+    whole = np.array([3.0, 0.0, 0.0, 1.0])
+    clauses = np.array([[4.0, 0.0, 0.0, 0.0], [0.0, 3.0, 0.0, 0.0]])  # refund, then account
+    short = dict(zip(CLAUSE_FEATURES, clause_features(whole, clauses, 16, [12, 4]), strict=True))
+    long = dict(zip(CLAUSE_FEATURES, clause_features(whole, clauses, 24, [12, 12]), strict=True))
+    assert short["second_clause_log_tokens"] == pytest.approx(np.log1p(4))
+    assert short["first_clause_log_tokens"] == pytest.approx(np.log1p(12))
+    assert short["second_clause_token_share"] == pytest.approx(4 / 16)
+    assert long["second_clause_token_share"] == pytest.approx(0.5)
 
 
 def test_batch_and_single_message_scoring_agree(trained: TrainResult) -> None:
