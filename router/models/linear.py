@@ -24,10 +24,11 @@ from sklearn.pipeline import FeatureUnion
 
 from router.contracts import ROUTES
 from router.errors import ArtifactError
+from router.models.clauses import CLAUSE_FEATURES
 from router.models.features import TfidfBlock, preprocess
 
 ARTIFACT_FORMAT = "support-router/local-route-model"
-ARTIFACT_VERSION = 2
+ARTIFACT_VERSION = 3  # 3: the second stage gained the clause-length features
 
 
 def artifact_from_fitted(
@@ -181,6 +182,11 @@ class SecondStage:
 
     def __init__(self, spec: dict) -> None:
         self.features: list[str] = list(spec["features"])
+        if self.features != list(CLAUSE_FEATURES):
+            raise ArtifactError(
+                "the model's second stage was trained on other clause features than this "
+                "build computes — retrain with `support-router train`"
+            )
         self.mean = np.asarray(spec["mean"], dtype=float)
         self.scale = np.asarray(spec["scale"], dtype=float)
         # Standardisation folded into the weights: (x - mean) / scale @ W = x @ W' + b'.

@@ -133,7 +133,8 @@ def test_second_stage_fast_path_equals_its_scikit_learn_pipeline() -> None:
     from router.models.local import _second_stage_pipeline
 
     rng = np.random.default_rng(3)
-    features = rng.normal(size=(400, len(CLAUSE_FEATURES))) * rng.uniform(0.1, 5, size=16)
+    width = len(CLAUSE_FEATURES)
+    features = rng.normal(size=(400, width)) * rng.uniform(0.1, 5, size=width)
     y = rng.integers(0, len(ROUTES), size=400)
     pipeline = _second_stage_pipeline(0.3).fit(features, y)
     spec = json.loads(
@@ -146,6 +147,9 @@ def test_second_stage_fast_path_equals_its_scikit_learn_pipeline() -> None:
     np.testing.assert_allclose(
         stage.probabilities(features), pipeline.predict_proba(features), rtol=0, atol=1e-9
     )
+    older = {**spec, "features": spec["features"][:-3]}  # an artifact from an older build
+    with pytest.raises(ArtifactError, match="retrain"):
+        SecondStage(older)
 
 
 def test_clause_features_batch_equals_one_message_at_a_time() -> None:
