@@ -105,6 +105,12 @@ def test_handlers_pass_every_task_when_routed_as_labelled(settings: Settings,
     assert report.failed == 0, _failures(report)
 
 
+def test_the_default_suite_passes_through_the_embedded_router(settings: Settings) -> None:
+    """The issue's 16 tasks, routed by the shipped model and policy, not by a form `kind`."""
+    report = run_suite(SUITES / "support16.jsonl", settings=settings)
+    assert (report.passed, report.failed) == (16, 0), _failures(report)
+
+
 @pytest.mark.parametrize("name", ["support16.jsonl", "extended.jsonl"])
 def test_through_the_embedded_router_a_task_passes_or_is_only_clarified(
     settings: Settings, name: str
