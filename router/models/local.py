@@ -304,12 +304,8 @@ class LocalRouteModel:
         if self._second_stage is None:
             return self._legacy_two_request(self._scorer.probabilities(stripped), [stripped])[0]
         clauses = split_clauses(stripped)
-        whole = self._scorer.logits(stripped)
-        clause_logits = (
-            np.array([self._scorer.logits(c) for c in clauses])
-            if clauses
-            else np.zeros((0, len(ROUTES)))
-        )
+        logits = self._scorer.logits_few([stripped, *clauses])
+        whole, clause_logits = logits[0], logits[1:]
         features = clause_features(
             whole, clause_logits, len(stripped.split()), [len(c.split()) for c in clauses]
         )

@@ -59,6 +59,18 @@ def test_fast_path_equals_the_scikit_learn_pipeline(fitted: tuple) -> None:
     np.testing.assert_allclose(fast_probabilities, pipeline.predict_proba(texts), rtol=0, atol=1e-9)
 
 
+def test_a_message_and_its_clauses_scored_together_equal_one_at_a_time(fitted: tuple) -> None:
+    from router.models.clauses import split_clauses
+    from router.models.local import prepare_text
+
+    _, scorer = fitted
+    for text in [r.text for r in ROWS[::5]] + ODD_TEXTS:
+        stripped = prepare_text(text)
+        group = [stripped, *split_clauses(stripped), ""]
+        one_at_a_time = np.array([scorer.logits(t) for t in group])
+        np.testing.assert_allclose(scorer.logits_few(group), one_at_a_time, rtol=0, atol=1e-9)
+
+
 def test_temperature_is_applied_to_the_logits(fitted: tuple) -> None:
     pipeline, scorer = fitted
     text = ROWS[0].text
