@@ -60,6 +60,13 @@ class CaseFacts:
     is_new: bool
     case_route: str | None = None
     case_has_held_refund: bool = False
+    clarified_texts: tuple[str, ...] = ()
+    """The customer's earlier messages when the router asked them to say more."""
+
+    def routing_text(self, text: str) -> str:
+        """What the router scores: an answer to its clarifying question together with
+        the messages it answers ("It's order O-1001." alone says nothing about a route)."""
+        return "\n".join([*self.clarified_texts, text])
 
 
 @dataclass(frozen=True)
@@ -123,10 +130,13 @@ class SupportDesk:
         if case is None:
             return CaseFacts(case_id=case_id or new_case_id(), is_new=True)
         held = any(r.status == "held" for r in self.refunds.for_case(case.id))
-        awaiting = case.status == "awaiting_customer" and case.flow in ("refund", "account")
+        awaiting = case.status == "awaiting_customer"
+        in_flow = awaiting and case.flow in ("refund", "account")
+        clarified = awaiting and case.flow is None
         return CaseFacts(case_id=case.id, is_new=False,
-                         case_route=case.flow if awaiting else None,
-                         case_has_held_refund=held)
+                         case_route=case.flow if in_flow else None,
+                         case_has_held_refund=held,
+                         clarified_texts=tuple(case.context.get("texts", ())) if clarified else ())
 
     def handle_message(self, text: str, case_id: str | None, customer: str | None,
                        decision: Decision, *, facts: CaseFacts | None = None) -> MessageOutcome:

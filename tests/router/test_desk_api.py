@@ -79,6 +79,28 @@ def test_a_later_message_continues_the_case_by_rule(client: TestClient) -> None:
     assert len(case["decisions"]) == 2 and case["status"] == "resolved"
 
 
+def test_an_answer_to_the_routers_question_is_routed_with_what_it_answers(
+    client: TestClient,
+) -> None:
+    first = client.post("/v1/messages", json={"text": "hello?"}).json()
+    assert (first["route"], first["status"]) == ("clarify", "awaiting_customer")
+    second = client.post(
+        "/v1/messages", json={"text": TEAPOT, "case_id": first["case_id"]}
+    ).json()
+    third = client.post(
+        "/v1/messages", json={"text": "Thanks.", "case_id": first["case_id"]}
+    ).json()
+    engine = client.app.state.services.engine
+    with engine.connect() as conn:
+        texts = conn.execute(select(decisions.c.text).order_by(decisions.c.created_at)).scalars()
+        texts = list(texts)
+    assert texts[:2] == ["hello?", f"hello?\n{TEAPOT}"]
+    # Once the router has routed, the next message stands on its own again.
+    routed = second["route"] != "clarify"
+    assert texts[2] == ("Thanks." if routed else f"hello?\n{TEAPOT}\nThanks.")
+    assert third["case_id"] == first["case_id"]
+
+
 def test_held_case_is_routed_to_the_refund_flow_by_rule(client: TestClient) -> None:
     case_id, _ = _hold(client)
     body = client.post("/v1/messages", json={"text": "Any news?", "case_id": case_id}).json()
