@@ -19,6 +19,7 @@ from router.cli_fallback import fallback_app
 from router.cli_keys import keys_app
 from router.errors import InvalidInput, SupportRouterError
 from router.policy import load_policy
+from router.policy_store import ensure_policy_fits
 from router.rules import RouteRequest
 from router.settings import get_settings
 
@@ -156,6 +157,10 @@ def eval_command(
         rows = load_labelled(data)
         bound = load_backend(get_settings(), backend)
         chosen_policy = load_policy(policy) if policy else bound.policy
+        if chosen_policy.model.artifact_sha is not None:
+            # The model comes from settings, not from the policy: a policy certified for
+            # another artifact would silently be judged on this one.
+            ensure_policy_fits(chosen_policy, bound.policy.model)
         scores = bound.model.score_batch([r.text for r in rows])
     except SupportRouterError as exc:
         raise _fail(exc) from exc

@@ -80,6 +80,19 @@ def test_eval_json_matches_hand_computed_metrics(
     assert metrics["threshold"] == threshold
 
 
+def test_eval_refuses_a_policy_made_for_another_artifact(
+    cli_env: Settings, tmp_path: Path
+) -> None:
+    data = tmp_path / "tiny.jsonl"
+    data.write_text("\n".join(json.dumps(r) for r in TINY))
+    policy = tmp_path / "policy.json"
+    other = PolicyModel(backend="local", name="local-tfidf-lr@0000", artifact_sha="0" * 64)
+    save_policy(Policy(version="elsewhere", model=other, threshold=0.5), policy)
+    result = RUNNER.invoke(app, ["eval", "--data", str(data), "--policy", str(policy)])
+    assert result.exit_code == 1
+    assert "policy_model_mismatch" in result.output and "elsewhere" in result.output
+
+
 def test_route_command(cli_env: Settings) -> None:
     result = RUNNER.invoke(app, ["route", "stop sending me marketing emails", "--json"])
     assert result.exit_code == 0, result.output
