@@ -63,11 +63,6 @@ class CaseFacts:
     clarified_texts: tuple[str, ...] = ()
     """The customer's earlier messages when the router asked them to say more."""
 
-    def routing_text(self, text: str) -> str:
-        """What the router scores: an answer to its clarifying question together with
-        the messages it answers ("It's order O-1001." alone says nothing about a route)."""
-        return "\n".join([*self.clarified_texts, text])
-
 
 @dataclass(frozen=True)
 class MessageOutcome:

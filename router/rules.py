@@ -27,6 +27,8 @@ class RouteRequest(BaseModel):
     case_route: DecisionRoute | None = None
     """The route of the case's open flow that is waiting for this customer's answer."""
     case_has_held_refund: bool = False
+    earlier_texts: tuple[str, ...] = ()
+    """The case's earlier messages, when this one answers the router's clarifying question."""
 
 
 Rule = Callable[[RouteRequest], DecisionRoute | None]

@@ -16,7 +16,7 @@ from functools import partial
 
 from anyio import to_thread
 
-from router.contracts import Decision, Policy
+from router.contracts import Decision, Policy, RouteScores
 from router.decision_log import DecisionLog
 from router.errors import ModelUnavailable
 from router.experiments import ExperimentConfig, ShadowWorker, assign, assignment_unit
@@ -45,6 +45,21 @@ class LiveExperiment:
 
 def new_request_id() -> str:
     return uuid.uuid4().hex
+
+
+def score_request(model: DecisionModel, request: RouteRequest) -> RouteScores:
+    """The message's scores; for an answer to our clarifying question, the surer of the
+    answer alone and the answer read after the messages it answers.
+
+    "It's order O-1001." says nothing alone but completes "my teapot arrived broken, I'd
+    like a refund"; a clear second message after a vague "I need help" is clearer alone.
+    Both are the model's own scores, so the threshold still decides.
+    """
+    scores = model.score(request.text)
+    if not request.earlier_texts:
+        return scores
+    together = model.score("\n".join([*request.earlier_texts, request.text]))
+    return together if together.confidence > scores.confidence else scores
 
 
 class RouterService:
@@ -119,14 +134,14 @@ class RouterService:
             )
         try:
             with time_model(bound.policy.model.backend):
-                scores = bound.model.score(request.text)
+                scores = score_request(bound.model, request)
             return decide(scores, bound.policy, request_id=request_id, variant=variant)
         except ModelUnavailable:
             if self._fallback is None or not use_fallback:
                 raise
             fallback = self._fallback
             with time_model(fallback.policy.model.backend):
-                scores = fallback.model.score(request.text)
+                scores = score_request(fallback.model, request)
             return decide(scores, fallback.policy, request_id=request_id, variant=variant,
                           model_unavailable=True)
 

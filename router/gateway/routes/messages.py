@@ -28,8 +28,9 @@ def post_message(body: MessageIn, services: ServicesDep, request: Request) -> Re
     desk = services.desk
     facts = desk.prepare(body.text, case_id=body.case_id, customer=body.customer)
     route_request = RouteRequest(
-        text=facts.routing_text(body.text), case_id=facts.case_id, customer=body.customer, kind=body.kind,
+        text=body.text, case_id=facts.case_id, customer=body.customer, kind=body.kind,
         case_route=facts.case_route, case_has_held_refund=facts.case_has_held_refund,
+        earlier_texts=facts.clarified_texts,
     )
     decision = services.router.route(route_request, request_id=request.state.request_id)
     outcome = desk.handle_message(body.text, facts.case_id, body.customer, decision,
