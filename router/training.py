@@ -14,14 +14,15 @@ from pathlib import Path
 
 import numpy as np
 
+from calibration.certify import certify_threshold
 from calibration.data import data_sha, load_labelled, select_split
-from calibration.metrics import outcomes, routed_mask, routing_summary
 from router.contracts import ROUTES, Policy, PolicyData, PolicyModel, RouteScores
 from router.models.linear import save_artifact
 from router.models.local import LocalRouteModel, TrainOptions, train_artifact
 from router.policy import save_policy
 
 MAX_MISROUTE_RATE_ROUTED = 0.02
+DEFAULT_DELTA = 0.05
 THRESHOLD_GRID = np.round(np.arange(0.99, -0.001, -0.01), 2)
 
 
@@ -34,33 +35,31 @@ class TrainResult:
 
 
 def pick_default_threshold(
-    labels: list[str], scores: list[RouteScores], *, max_rate: float = MAX_MISROUTE_RATE_ROUTED
+    labels: list[str],
+    scores: list[RouteScores],
+    *,
+    max_rate: float = MAX_MISROUTE_RATE_ROUTED,
+    delta: float = DEFAULT_DELTA,
 ) -> float:
-    """Walk the grid from strict to loose; keep the loosest λ before misroutes exceed the cap.
+    """The loosest threshold certified to keep misroutes among routed requests ≤ `max_rate`
+    (with probability 1 − `delta`), as `support-router calibrate` certifies one.
 
-    The walk starts at the strictest λ that routes enough rows for one misroute to stay
-    within half the cap (100 rows at 2%), as `calibrate` does: with a handful of routed
-    rows one stray misroute would end the walk at 0.99 and route almost nothing. The start
-    depends on counts only, never on labels; with too few rows for any such λ the walk
-    starts at the top of the grid.
-
-    This is the empirical rule that ships with `train`; `support-router calibrate`
-    replaces it with a threshold that carries a finite-sample guarantee.
+    The loosest threshold whose *observed* rate is ≤ the cap breaks the cap on new data
+    about half the time (the simulation in the README), and did on our test split (2.2%
+    routed misroutes at an out-of-fold pick of 0.87). Without enough rows to certify any
+    threshold, the strictest one on the grid.
     """
-    choices = [s.choice for s in scores]
-    confidences = [s.confidence for s in scores]
-    min_routed = round(2.0 / max_rate) if max_rate > 0 else 1
-    grid = [float(t) for t in THRESHOLD_GRID]
-    counts = [int(np.sum(routed_mask(choices, confidences, t))) for t in grid]
-    start = next((i for i, n in enumerate(counts) if n >= min_routed), 0)
-    chosen = grid[0]  # if even the start breaks the cap: the strictest threshold
-    for threshold in grid[start:]:
-        routed = routed_mask(choices, confidences, threshold)
-        summary = routing_summary(labels, outcomes(labels, choices, routed))
-        if summary["routed"] and summary["misroute_rate_routed"] > max_rate:
-            break
-        chosen = threshold
-    return chosen
+    certification = certify_threshold(
+        np.asarray(labels),
+        np.asarray([s.choice for s in scores]),
+        np.asarray([s.confidence for s in scores]),
+        alpha=max_rate,
+        delta=delta,
+        grid=THRESHOLD_GRID,
+        check_size=False,
+    )
+    threshold = certification.threshold
+    return float(THRESHOLD_GRID[0]) if threshold is None else threshold
 
 
 MODEL_FILES = {"local": "local-route-model.json", "e5": "e5-route-model.json"}
@@ -91,6 +90,7 @@ def train_local(
             [r.label for r in train],
             [r.text for r in held_out],
             [r.label for r in held_out],
+            train_tags=[r.tags for r in train],
             embedder=embedder,
             options=options,
             data_sha=data_sha(rows),
@@ -102,6 +102,7 @@ def train_local(
         artifact, probabilities = train_artifact(
             [r.text for r in threshold_rows],
             [r.label for r in threshold_rows],
+            tags=[r.tags for r in threshold_rows],
             options=options,
             data_sha=data_sha(rows),
         )
@@ -120,9 +121,9 @@ def train_local(
         threshold=threshold,
         data=PolicyData(labels_sha=data_sha(threshold_rows), n_certify=len(threshold_rows)),
         notes=(
-            "default policy from `train`: loosest threshold whose misroute rate among routed "
-            f"requests stays <= {MAX_MISROUTE_RATE_ROUTED:.0%} on out-of-fold scores of "
-            f"{len(threshold_rows)} labelled rows"
+            "default policy from `train`: loosest threshold certified to keep misroutes "
+            f"among routed requests <= {MAX_MISROUTE_RATE_ROUTED:.0%} (delta "
+            f"{DEFAULT_DELTA:g}) on out-of-fold scores of {len(threshold_rows)} labelled rows"
         ),
     )
     save_policy(policy, policy_path)

@@ -16,9 +16,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from router.contracts import ROUTES
+from router.models.classes import LINEAR_CLASSES, UNCLEAR, route_logits
 from router.models.entities import EMAIL_PLACEHOLDER
 
-UNCLEAR = ROUTES.index("unclear")
 ACTIONABLE = [ROUTES.index(r) for r in ("refund", "account", "other")]
 
 _CLAUSE_BREAK = re.compile(
@@ -116,6 +116,8 @@ CONFIDENCE_LEVELS = (0.3, 0.5, 0.7)
 MAX_CLAUSES_FEATURE = 6
 CLAUSE_FEATURES = (
     [f"whole_logit_{r}" for r in ROUTES]
+    # The two unclear classes apart as well: `whole_logit_unclear` is their merged logit.
+    + [f"whole_logit_{c}" for c in LINEAR_CLASSES[UNCLEAR:]]
     + [f"clause_max_{r}" for r in ROUTES]
     + ["actionable_second", "actionable_third"]
     + [f"distinct_routes_{level}" for level in CONFIDENCE_LEVELS]
@@ -141,13 +143,14 @@ def clause_features(
 ) -> np.ndarray:
     """The second-stage inputs of one message (see `CLAUSE_FEATURES` for their order).
 
-    `whole_logits` are the linear model's raw logits for the whole (stripped) message,
-    `clause_logits` one row per clause (possibly none), `n_tokens` the number of
+    `whole_logits` are the linear model's raw logits (one per `LINEAR_CLASSES`) for the
+    whole (stripped) message, `clause_logits` one row per clause (possibly none), scored
+    here over routes, `n_tokens` the number of
     whitespace-separated tokens of the stripped message, `clause_tokens` those of each
     clause.
     """
     n_clauses = len(clause_logits)
-    rows = _softmax_rows(clause_logits if n_clauses else whole_logits[None, :])
+    rows = _softmax_rows(route_logits(clause_logits if n_clauses else whole_logits[None, :]))
     tokens = np.asarray(clause_tokens if n_clauses else [n_tokens], dtype=float)
     n = rows.shape[1]
     choices = rows.argmax(axis=1)
@@ -165,7 +168,8 @@ def clause_features(
     second, first = tokens[holder[order[1]]], tokens[holder[order[2]]]
     return np.concatenate(
         [
-            whole_logits,
+            route_logits(whole_logits),
+            whole_logits[UNCLEAR:],
             highest,
             [ranked[1], ranked[0]],
             distinct,
@@ -200,8 +204,8 @@ def clause_features_batch(
     clause_rows[starts[empty]] = False
     logits[clause_rows] = clause_logits
     logits[starts[empty]] = whole_logits[empty]
-    rows = _softmax_rows(logits) if len(logits) else logits
-    n = whole_logits.shape[1]
+    rows = _softmax_rows(route_logits(logits)) if len(logits) else route_logits(logits)
+    n = rows.shape[1]
     choices = rows.argmax(axis=1) if len(rows) else np.zeros(0, dtype=np.intp)
     confidences = (rows.max(axis=1, initial=0.0) - 1 / n) / (1 - 1 / n)
     highest = np.maximum.reduceat(rows, starts, axis=0) if n_messages else rows[:0]
@@ -225,7 +229,8 @@ def clause_features_batch(
     )
     return np.column_stack(
         [
-            whole_logits,
+            route_logits(whole_logits),
+            whole_logits[:, UNCLEAR:],
             highest,
             ranked[:, 1],
             ranked[:, 0],

@@ -18,6 +18,7 @@ from sklearn.linear_model import LogisticRegression
 
 from router.contracts import ROUTES, RouteScores
 from router.errors import ArtifactError
+from router.models.classes import LINEAR_CLASSES, linear_targets, route_logits
 from router.models.e5_features import E5Embedder
 from router.models.linear import (
     LinearRouteScorer,
@@ -45,6 +46,7 @@ def train_e5_artifact_with_held_out(
     held_out_texts: Sequence[str],
     held_out_labels: Sequence[str],
     *,
+    train_tags: Sequence[Sequence[str]],
     embedder: E5Embedder,
     options: TrainOptions | None = None,
     data_sha: str = "",
@@ -59,7 +61,7 @@ def train_e5_artifact_with_held_out(
     options = options or TrainOptions()
     train = [prepare_text(t) for t in train_texts]
     held_out = [prepare_text(t) for t in held_out_texts]
-    y_train, y_held_out = label_indices(train_labels), label_indices(held_out_labels)
+    y_train, y_held_out = linear_targets(train_labels, train_tags), label_indices(held_out_labels)
     union = build_pipeline(options).named_steps["features"]
     sparse_train, sparse_held_out = union.fit_transform(train), union.transform(held_out)
     dense_train, dense_held_out = embedder.embed(train), embedder.embed(held_out)
@@ -68,7 +70,10 @@ def train_e5_artifact_with_held_out(
     for scale in SCALE_GRID:
         classifier = LogisticRegression(C=options.c, max_iter=options.max_iter, tol=options.tol)
         classifier.fit(_combine(sparse_train, dense_train, scale), y_train)
-        accuracy = classifier.score(_combine(sparse_held_out, dense_held_out, scale), y_held_out)
+        held_out_logits = classifier.decision_function(
+            _combine(sparse_held_out, dense_held_out, scale)
+        )
+        accuracy = float(np.mean(route_logits(held_out_logits).argmax(axis=1) == y_held_out))
         if best is None or accuracy > best[0]:
             best = (accuracy, scale, classifier)
     assert best is not None
@@ -77,7 +82,8 @@ def train_e5_artifact_with_held_out(
     artifact = artifact_from_fitted(
         union,
         classifier,
-        temperature=fit_temperature(logits, y_held_out),
+        temperature=fit_temperature(route_logits(logits), y_held_out),
+        classes=LINEAR_CLASSES,
         meta={
             "data_sha": data_sha,
             "n_train": len(train),

@@ -24,11 +24,12 @@ from sklearn.pipeline import FeatureUnion
 
 from router.contracts import ROUTES
 from router.errors import ArtifactError
+from router.models.classes import route_logits
 from router.models.clauses import CLAUSE_FEATURES
 from router.models.features import TfidfBlock, preprocess
 
 ARTIFACT_FORMAT = "support-router/local-route-model"
-ARTIFACT_VERSION = 3  # 3: the second stage gained the clause-length features
+ARTIFACT_VERSION = 4  # 4: the linear model splits unclear into vague and two-request classes
 
 
 def artifact_from_fitted(
@@ -38,14 +39,15 @@ def artifact_from_fitted(
     temperature: float,
     meta: dict,
     dense: dict | None = None,
+    classes: Sequence[str] = ROUTES,
 ) -> dict:
-    """The artifact of a fitted feature union + classifier.
+    """The artifact of a fitted feature union + classifier over `classes` (in order).
 
     `dense` describes extra dense columns appended after the TF-IDF blocks
     (`{"kind", "dim", "scale", "identity"}`); their weights are the last `dim` columns.
     """
-    if list(classifier.classes_) != list(range(len(ROUTES))):
-        raise ArtifactError("training data must contain every route")
+    if list(classifier.classes_) != list(range(len(classes))):
+        raise ArtifactError(f"training data must contain every class of {list(classes)}")
     blocks = []  # a list: its order is the column order of `coef`
     for name, vectorizer in union.transformer_list:
         terms = [""] * len(vectorizer.vocabulary_)
@@ -63,7 +65,7 @@ def artifact_from_fitted(
     return {
         "format": ARTIFACT_FORMAT,
         "format_version": ARTIFACT_VERSION,
-        "classes": list(ROUTES),
+        "classes": list(classes),
         "blocks": blocks,
         "coef": classifier.coef_.tolist(),
         "intercept": classifier.intercept_.tolist(),
@@ -177,12 +179,13 @@ class LinearRouteScorer:
         return dense @ self.dense_weights
 
     def probabilities(self, text: str, dense: np.ndarray | None = None) -> np.ndarray:
-        return softmax(self.logits(text, dense) / self.temperature)
+        """Route probabilities (unclear classes merged; temperature on the route logits)."""
+        return softmax(route_logits(self.logits(text, dense)) / self.temperature)
 
     def probabilities_batch(
         self, texts: Sequence[str], dense: np.ndarray | None = None
     ) -> np.ndarray:
-        return softmax(self.logits_batch(texts, dense) / self.temperature, axis=1)
+        return softmax(route_logits(self.logits_batch(texts, dense)) / self.temperature, axis=1)
 
 
 def _block_logits(

@@ -34,6 +34,7 @@ from sklearn.preprocessing import StandardScaler
 
 from router.contracts import ROUTES, RouteScores
 from router.errors import ArtifactError
+from router.models.classes import LINEAR_CLASSES, linear_targets
 from router.models.clauses import (
     CLAUSE_FEATURES,
     clause_features,
@@ -114,6 +115,7 @@ def train_artifact(
     texts: Sequence[str],
     labels: Sequence[str],
     *,
+    tags: Sequence[Sequence[str]],
     options: TrainOptions | None = None,
     data_sha: str = "",
 ) -> tuple[dict, np.ndarray]:
@@ -125,6 +127,7 @@ def train_artifact(
     are fitted on those out-of-fold features (the second stage cross-fitted again inside
     `fit_second_stage`); the final linear model is fitted on all rows. The returned
     probabilities are out-of-fold at both levels: what the default threshold is picked on.
+    `tags` tell the linear model's two unclear classes apart (`router.models.classes`).
 
     Held-out rows used only for the second stage (the earlier design) left a quarter of
     the labelled data out of the linear model; measured on the calibration split with the
@@ -133,20 +136,24 @@ def train_artifact(
     options = options or TrainOptions()
     stripped = [prepare_text(t) for t in texts]
     y = label_indices(labels)
-    folds = StratifiedKFold(CROSS_FIT_FOLDS, shuffle=True, random_state=0).split(stripped, y)
+    targets = linear_targets(labels, tags)
+    folds = StratifiedKFold(CROSS_FIT_FOLDS, shuffle=True, random_state=0).split(
+        stripped, targets
+    )
     features = np.zeros((len(y), len(CLAUSE_FEATURES)))
     fold_results = Parallel(n_jobs=min(CROSS_FIT_FOLDS, os.cpu_count() or 1))(
-        delayed(_out_of_fold_features)(stripped, y, fit_rows, held_rows, options)
+        delayed(_out_of_fold_features)(stripped, targets, fit_rows, held_rows, options)
         for fit_rows, held_rows in folds
     )
     for held_rows, held_features in fold_results:
         features[held_rows] = held_features
-    whole_logits = features[:, : len(ROUTES)]
-    pipeline = build_pipeline(options).fit(stripped, y)
+    whole_logits = features[:, : len(ROUTES)]  # merged over routes (`clause_features`)
+    pipeline = build_pipeline(options).fit(stripped, targets)
     artifact = artifact_from_fitted(
         pipeline.named_steps["features"],
         pipeline.named_steps["classifier"],
         temperature=fit_temperature(whole_logits, y),
+        classes=LINEAR_CLASSES,
         meta={
             "data_sha": data_sha,
             "n_rows": len(texts),
@@ -165,17 +172,20 @@ def train_artifact(
 
 def _out_of_fold_features(
     stripped: Sequence[str],
-    y: np.ndarray,
+    targets: np.ndarray,
     fit_rows: np.ndarray,
     held_rows: np.ndarray,
     options: TrainOptions,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Second-stage features of `held_rows` from a linear model fitted on `fit_rows`."""
-    pipeline = build_pipeline(options).fit([stripped[i] for i in fit_rows], y[fit_rows])
+    pipeline = build_pipeline(options).fit(
+        [stripped[i] for i in fit_rows], targets[fit_rows]
+    )
     fold = artifact_from_fitted(
         pipeline.named_steps["features"],
         pipeline.named_steps["classifier"],
         temperature=1.0,
+        classes=LINEAR_CLASSES,
         meta={},
     )
     held = [stripped[i] for i in held_rows]

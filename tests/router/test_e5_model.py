@@ -32,6 +32,7 @@ def small() -> tuple[dict, list[str]]:
         [r.label for r in train],
         [r.text for r in held_out],
         [r.label for r in held_out],
+        train_tags=[r.tags for r in train],
         embedder=E5Embedder(),
     )
     return json.loads(json.dumps(artifact, sort_keys=True)), [r.text for r in train]
