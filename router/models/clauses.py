@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from router.contracts import ROUTES
-from router.models.classes import LINEAR_CLASSES, UNCLEAR, route_logits
+from router.models.classes import LINEAR_CLASSES, MULTI_REQUEST, UNCLEAR, route_logits
 from router.models.entities import EMAIL_PLACEHOLDER
 
 ACTIONABLE = [ROUTES.index(r) for r in ("refund", "account", "other")]
@@ -126,6 +126,9 @@ CLAUSE_FEATURES = (
     # clause ("I changed my mind.") scored alone is read by its loudest word, so its
     # second route is weaker evidence of a second request than a long clause's.
     + ["second_clause_log_tokens", "first_clause_log_tokens", "second_clause_token_share"]
+    # A clause the linear model reads as two requests on its own ("refund it and unsubscribe
+    # me" has no clause break the splitter knows in every language).
+    + ["clause_max_unclear_multi_request"]
 )
 
 
@@ -150,6 +153,7 @@ def clause_features(
     clause.
     """
     n_clauses = len(clause_logits)
+    linear_rows = _softmax_rows(clause_logits if n_clauses else whole_logits[None, :])
     rows = _softmax_rows(route_logits(clause_logits if n_clauses else whole_logits[None, :]))
     tokens = np.asarray(clause_tokens if n_clauses else [n_tokens], dtype=float)
     n = rows.shape[1]
@@ -175,6 +179,7 @@ def clause_features(
             distinct,
             [min(n_clauses, MAX_CLAUSES_FEATURE), np.log1p(n_tokens), float(n_tokens <= 2)],
             [np.log1p(second), np.log1p(first), second / max(tokens.sum(), 1.0)],
+            [linear_rows[:, MULTI_REQUEST].max()],
         ]
     )
 
@@ -205,6 +210,7 @@ def clause_features_batch(
     logits[clause_rows] = clause_logits
     logits[starts[empty]] = whole_logits[empty]
     rows = _softmax_rows(route_logits(logits)) if len(logits) else route_logits(logits)
+    multi = _softmax_rows(logits)[:, MULTI_REQUEST] if len(logits) else np.zeros(0)
     n = rows.shape[1]
     choices = rows.argmax(axis=1) if len(rows) else np.zeros(0, dtype=np.intp)
     confidences = (rows.max(axis=1, initial=0.0) - 1 / n) / (1 - 1 / n)
@@ -241,6 +247,7 @@ def clause_features_batch(
             np.log1p(second),
             np.log1p(first),
             second / np.maximum(per_message_tokens, 1.0),
+            np.maximum.reduceat(multi, starts) if n_messages else np.zeros(0),
         ]
     ).reshape(n_messages, len(CLAUSE_FEATURES))
 

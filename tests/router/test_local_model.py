@@ -10,6 +10,7 @@ from scipy.special import softmax
 from calibration.data import load_labelled, select_split
 from router.contracts import ROUTES
 from router.errors import ArtifactError
+from router.models.classes import LINEAR_CLASSES
 from router.models.linear import LinearRouteScorer, artifact_from_fitted, save_artifact
 from router.models.local import (
     LocalRouteModel,
@@ -172,8 +173,8 @@ def test_clause_features_batch_equals_one_message_at_a_time() -> None:
     for trial in range(40):
         n = int(rng.integers(1, 8))
         counts = [int(c) for c in rng.integers(0, 5, size=n)]
-        whole = rng.normal(size=(n, 4)) * 3
-        clauses = rng.normal(size=(sum(counts), 4)) * 3
+        whole = rng.normal(size=(n, len(LINEAR_CLASSES))) * 3
+        clauses = rng.normal(size=(sum(counts), len(LINEAR_CLASSES))) * 3
         if trial % 2 and len(clauses) > 1:
             clauses[1:] = clauses[0]  # ties: the later clause holds the maximum in both
         tokens = [int(t) for t in rng.integers(0, 30, size=n)]
@@ -196,8 +197,8 @@ def test_a_short_second_clause_is_told_apart_from_a_long_one() -> None:
     """The clause-length features see which clause carries the second route."""
     from router.models.clauses import CLAUSE_FEATURES, clause_features
 
-    whole = np.array([3.0, 0.0, 0.0, 1.0])
-    clauses = np.array([[4.0, 0.0, 0.0, 0.0], [0.0, 3.0, 0.0, 0.0]])  # refund, then account
+    whole = np.array([3.0, 0.0, 0.0, 1.0, 0.0])
+    clauses = np.array([[4.0, 0.0, 0.0, 0.0, 0.0], [0.0, 3.0, 0.0, 0.0, 0.0]])  # refund, account
     short = dict(zip(CLAUSE_FEATURES, clause_features(whole, clauses, 16, [12, 4]), strict=True))
     long = dict(zip(CLAUSE_FEATURES, clause_features(whole, clauses, 24, [12, 12]), strict=True))
     assert short["second_clause_log_tokens"] == pytest.approx(np.log1p(4))
@@ -279,3 +280,17 @@ def test_greeting_and_identity_clauses_are_not_scored_as_requests(
     from router.models.local import prepare_text
 
     assert split_clauses(prepare_text(text)) == clauses
+
+
+def test_a_clause_read_as_two_requests_counts_as_unclear_and_as_its_own_feature() -> None:
+    from scipy.special import softmax
+
+    from router.models.clauses import CLAUSE_FEATURES, clause_features
+
+    whole = np.zeros(len(LINEAR_CLASSES))
+    clauses = np.array([[0.0, 0.0, 0.0, 0.0, 4.0], [2.0, 0.0, 0.0, 0.0, 0.0]])
+    features = dict(zip(CLAUSE_FEATURES, clause_features(whole, clauses, 10, [5, 5]), strict=True))
+    two_requests = softmax(clauses[0])[4]
+    assert features["clause_max_unclear_multi_request"] == pytest.approx(two_requests)
+    assert features["clause_max_unclear"] == pytest.approx(two_requests + softmax(clauses[0])[3])
+    assert features["whole_logit_unclear"] == pytest.approx(np.log(2.0))
