@@ -102,4 +102,10 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         logger.exception("unexpected error")
-        return error_response(request, 500, "internal_error", "internal error; see server logs")
+        # Starlette answers this one outside every middleware, so the request-id
+        # middleware never sees the response: the header is set here.
+        request_id = getattr(request.state, "request_id", None)
+        headers = {"X-Request-ID": request_id} if request_id else None
+        return error_response(
+            request, 500, "internal_error", "internal error; see server logs", headers
+        )

@@ -212,6 +212,7 @@ def test_an_unexpected_error_is_logged_with_the_request_id_and_masked(
         out = capsys.readouterr().err
     assert response.status_code == 500
     request_id = response.json()["error"]["request_id"]
+    assert response.headers["X-Request-ID"] == request_id
     lines = [x for x in json_lines(out) if x["request_id"] == request_id]
     assert {x["client_request_id"] for x in lines} == {"boom-1"}
     assert {x["logger"] for x in lines} == {"router.requests", "router.gateway.errors"}
