@@ -92,6 +92,7 @@ _STEERING_STEMS = (
     "forget",
     "class",
     "categor",
+    "catégor",
     "label",
     "tag",
     "mark",

@@ -25,8 +25,8 @@ ROWS = load_labelled(PROJECT_ROOT / "datasets" / "routes")
 
 @pytest.fixture(scope="module")
 def small() -> tuple[dict, list[str]]:
-    train = select_split(ROWS, "train")[::12]
-    held_out = select_split(ROWS, "calibration")[::12]
+    train = select_split(ROWS, "train")[::24]
+    held_out = select_split(ROWS, "calibration")[::24]
     artifact, _ = train_e5_artifact_with_held_out(
         [r.text for r in train],
         [r.label for r in train],

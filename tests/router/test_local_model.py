@@ -87,7 +87,7 @@ def test_fit_temperature_recovers_a_known_temperature() -> None:
 
 
 def test_same_data_gives_the_same_artifact(tmp_path: Path) -> None:
-    rows = ROWS[::4]
+    rows = ROWS[::16]  # determinism needs no more; the data grew fourfold
     args = ([r.text for r in rows], [r.label for r in rows])
     tags = [r.tags for r in rows]
     sha_a = save_artifact(train_artifact(*args, tags=tags, data_sha="x")[0], tmp_path / "a.json")
@@ -102,7 +102,7 @@ def test_cross_fitted_probabilities_are_out_of_fold() -> None:
     The final model, fitted on every row, gives its own training rows' labels clearly
     higher probability; out-of-fold probabilities must not look like that.
     """
-    rows = ROWS[::3]
+    rows = ROWS[::8]
     texts, labels = [r.text for r in rows], [r.label for r in rows]
     artifact, out_of_fold = train_artifact(texts, labels, tags=[r.tags for r in rows])
     in_sample = LocalRouteModel(artifact, "in-sample").probabilities_batch(texts)
