@@ -59,6 +59,7 @@ def main() -> None:
             PROJECT_ROOT / "datasets" / "routes",
             Path(tmp.name),
             policy_path=Path(tmp.name) / "policy.json",
+            steering_data=PROJECT_ROOT / "datasets" / "steering",
         )
         model = LocalRouteModel.load(result.model_path)
     else:

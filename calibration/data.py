@@ -35,6 +35,9 @@ class LabelledRow(BaseModel):
     label: Route
     lang: str = "en"
     tags: list[str] = Field(default_factory=list)
+    # Verbatim substrings addressed to the routing system rather than the shop, marked on
+    # `injection` rows; they train the steering detector (`router.models.steering`).
+    steering: list[str] | None = None
 
 
 def id_fraction(row_id: str, *, salt: str = "routes-v1") -> float:
@@ -96,6 +99,39 @@ def load_labelled(path: Path) -> list[LabelledRow]:
         rows.pop(row.id, None)  # a relabel moves to the end, as in the log
         rows[row.id] = row
     return list(rows.values())
+
+
+def steering_marks(row: LabelledRow) -> list[str] | None:
+    """The row's marked steering spans for the detector: its own, `[]` for a row without
+    the `injection` tag (nothing to mark), None for an `injection` row nobody marked."""
+    if row.steering is not None:
+        return row.steering
+    return None if "injection" in row.tags else []
+
+
+class SteeringSegment(BaseModel):
+    """One standalone segment for the steering detector (`datasets/steering/`)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: str = ""
+    text: str = Field(min_length=1)
+    steering: bool
+    lang: str = "en"
+    family: str = ""
+
+
+def load_steering_segments(path: Path) -> list[SteeringSegment]:
+    """Standalone steering and look-alike segments from a file or folder of JSONL."""
+    segments = []
+    for number, obj in enumerate(iter_jsonl(path), start=1):
+        try:
+            segments.append(SteeringSegment.model_validate(obj))
+        except ValidationError as exc:
+            raise InvalidInput(
+                f"{path} row {number}: {exc.errors()[0]['msg']}", code="bad_steering_row"
+            ) from exc
+    return segments
 
 
 def select_split(rows: Iterable[LabelledRow], split: Split) -> list[LabelledRow]:

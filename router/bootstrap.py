@@ -33,7 +33,12 @@ def load_local(settings: Settings) -> BoundModel:
     """The embedded model and its policy, trained from `datasets/` if either is missing."""
     if not settings.local_model_path.exists() or not settings.policy_path.exists():
         logger.warning("no local model at %s; training it now", settings.local_model_path)
-        train_local(settings.routes_data, settings.model_dir, policy_path=settings.policy_path)
+        train_local(
+            settings.routes_data,
+            settings.model_dir,
+            policy_path=settings.policy_path,
+            steering_data=settings.steering_data,
+        )
     model = LocalRouteModel.load(settings.local_model_path)
     return BoundModel(model, load_policy(settings.policy_path))
 
@@ -48,6 +53,7 @@ def load_e5(settings: Settings) -> BoundModel:
             settings.routes_data,
             settings.model_dir,
             policy_path=settings.e5_policy_path,
+            steering_data=settings.steering_data,
             backend="e5",
         )
     return BoundModel(

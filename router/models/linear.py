@@ -26,10 +26,12 @@ from router.contracts import ROUTES
 from router.errors import ArtifactError
 from router.models.classes import route_logits
 from router.models.clauses import CLAUSE_FEATURES
-from router.models.features import TfidfBlock, preprocess
+from router.models.features import TfidfSpace, preprocess
 
 ARTIFACT_FORMAT = "support-router/local-route-model"
-ARTIFACT_VERSION = 4  # 4: the linear model splits unclear into vague and two-request classes
+# 4: the linear model splits unclear into vague and two-request classes;
+# 5: a learned steering detector runs before instruction stripping.
+ARTIFACT_VERSION = 5
 
 
 def artifact_from_fitted(
@@ -48,7 +50,28 @@ def artifact_from_fitted(
     """
     if list(classifier.classes_) != list(range(len(classes))):
         raise ArtifactError(f"training data must contain every class of {list(classes)}")
-    blocks = []  # a list: its order is the column order of `coef`
+    return {
+        "format": ARTIFACT_FORMAT,
+        "format_version": ARTIFACT_VERSION,
+        "classes": list(classes),
+        "blocks": blocks_from_union(union),
+        "coef": classifier.coef_.tolist(),
+        "intercept": classifier.intercept_.tolist(),
+        "temperature": temperature,
+        "dense": dense,
+        "training": meta,
+        "versions": {
+            "python": platform.python_version(),
+            "numpy": np.__version__,
+            "scipy": scipy.__version__,
+            "scikit-learn": sklearn.__version__,
+        },
+    }
+
+
+def blocks_from_union(union: FeatureUnion) -> list[dict]:
+    """Each fitted TF-IDF vectorizer as plain data, in the column order of the weights."""
+    blocks = []
     for name, vectorizer in union.transformer_list:
         terms = [""] * len(vectorizer.vocabulary_)
         for term, column in vectorizer.vocabulary_.items():
@@ -62,23 +85,7 @@ def artifact_from_fitted(
                 "idf": vectorizer.idf_.tolist(),
             }
         )
-    return {
-        "format": ARTIFACT_FORMAT,
-        "format_version": ARTIFACT_VERSION,
-        "classes": list(classes),
-        "blocks": blocks,
-        "coef": classifier.coef_.tolist(),
-        "intercept": classifier.intercept_.tolist(),
-        "temperature": temperature,
-        "dense": dense,
-        "training": meta,
-        "versions": {
-            "python": platform.python_version(),
-            "numpy": np.__version__,
-            "scipy": scipy.__version__,
-            "scikit-learn": sklearn.__version__,
-        },
-    }
+    return blocks
 
 
 def save_artifact(artifact: dict, path: Path) -> str:
@@ -106,19 +113,10 @@ class LinearRouteScorer:
         coef = np.asarray(artifact["coef"], dtype=float)
         self.intercept = np.asarray(artifact["intercept"], dtype=float)
         self.temperature = float(artifact["temperature"])
-        self.blocks: list[tuple[TfidfBlock, np.ndarray]] = []
-        offset = 0
-        for block in artifact["blocks"]:
-            tfidf = TfidfBlock(
-                block["analyzer"],
-                tuple(block["ngram_range"]),
-                block["terms"],
-                np.asarray(block["idf"], dtype=float),
-            )
-            # One row per feature, so gathering a message's few hundred features is cheap.
-            weights = np.ascontiguousarray(coef[:, offset : offset + tfidf.n_features].T)
-            self.blocks.append((tfidf, weights))
-            offset += tfidf.n_features
+        self.space = TfidfSpace(artifact["blocks"])
+        offset = self.space.n_features
+        # One row per feature, so gathering a message's few hundred features is cheap.
+        self.weights = np.ascontiguousarray(coef[:, :offset].T)
         self.dense = artifact.get("dense")
         self.dense_weights: np.ndarray | None = None
         if self.dense:
@@ -131,45 +129,29 @@ class LinearRouteScorer:
 
     def logits(self, text: str, dense: np.ndarray | None = None) -> np.ndarray:
         """Raw decision function (before temperature) for one already-stripped text."""
-        preprocessed = preprocess(text)
-        total = self.intercept.copy()
-        for tfidf, weights in self.blocks:
-            columns, values = tfidf.transform(preprocessed)
-            total += values @ weights[columns]
-        return total + self._dense_logits(dense)
+        return self.logits_few([text])[0] + self._dense_logits(dense)
 
     def logits_few(self, texts: Sequence[str]) -> np.ndarray:
-        """Raw decision function (no dense columns) of a handful of texts, shape (n, routes).
+        """Raw decision function (no dense columns) of a handful of texts, shape (n, classes).
 
-        For one message and its clauses: each block's n-grams of all the texts are counted
-        and weighted in one set of numpy calls, instead of one set per text (`logits`) or a
-        scipy sparse matrix (`logits_batch`), whose set-up costs more than a few texts.
+        For one message and its clauses (`TfidfSpace.logits_few`), instead of a scipy
+        sparse matrix (`logits_batch`), whose set-up costs more than a few texts take.
         """
         preprocessed = [preprocess(text) for text in texts]
-        total = np.tile(self.intercept, (len(texts), 1))
-        for tfidf, weights in self.blocks:
-            total += _block_logits(tfidf, weights, preprocessed)
-        return total
+        return self.intercept + self.space.logits_few(self.weights, preprocessed)
 
     def logits_batch(self, texts: Sequence[str], dense: np.ndarray | None = None) -> np.ndarray:
-        """Raw decision function of many texts, shape (n, routes), via sparse products."""
-        preprocessed = [preprocess(text) for text in texts]
-        total = np.tile(self.intercept, (len(texts), 1))
-        for tfidf, weights in self.blocks:
-            total += tfidf.transform_batch(preprocessed) @ weights
-        return total + self._dense_logits(dense)
+        """Raw decision function of many texts, shape (n, classes), via sparse products."""
+        return self.sparse_logits_batch(texts) + self._dense_logits(dense)
 
     def sparse_logits_batch(self, texts: Sequence[str]) -> np.ndarray:
-        """The TF-IDF part of the decision function only (no dense columns), shape (n, routes).
+        """The TF-IDF part of the decision function only (no dense columns), shape (n, classes).
 
         Equal to `logits_batch` for a model without dense features; for the e5 model it
         scores clauses without embedding each of them.
         """
         preprocessed = [preprocess(text) for text in texts]
-        total = np.tile(self.intercept, (len(texts), 1))
-        for tfidf, weights in self.blocks:
-            total += tfidf.transform_batch(preprocessed) @ weights
-        return total
+        return self.intercept + self.space.logits_batch(self.weights, preprocessed)
 
     def _dense_logits(self, dense: np.ndarray | None) -> np.ndarray | float:
         if self.dense_weights is None:
@@ -186,37 +168,6 @@ class LinearRouteScorer:
         self, texts: Sequence[str], dense: np.ndarray | None = None
     ) -> np.ndarray:
         return softmax(route_logits(self.logits_batch(texts, dense)) / self.temperature, axis=1)
-
-
-def _block_logits(
-    tfidf: TfidfBlock, weights: np.ndarray, preprocessed: Sequence[str]
-) -> np.ndarray:
-    """One TF-IDF block's part of the logits of a few texts (see `logits_few`)."""
-    n = len(preprocessed)
-    columns: list[int] = []
-    lengths: list[int] = []
-    for text in preprocessed:
-        found = tfidf.columns(text)
-        columns.extend(found)
-        lengths.append(len(found))
-    out = np.zeros((n, weights.shape[1]))
-    if not columns:
-        return out
-    segment = np.repeat(np.arange(n), lengths)
-    # One key per (text, column): counting keys counts each text's n-grams.
-    keys, counts = np.unique(
-        segment * tfidf.n_features + np.asarray(columns, dtype=np.intp), return_counts=True
-    )
-    key_segment = keys // tfidf.n_features
-    key_column = keys - key_segment * tfidf.n_features
-    values = (1.0 + np.log(counts)) * tfidf.idf[key_column]
-    norms = np.sqrt(np.bincount(key_segment, weights=values * values, minlength=n))
-    values /= norms[key_segment]  # a text with a key has a positive norm
-    # Keys are sorted by text, so each text's contributions are one contiguous run.
-    present = np.flatnonzero(np.bincount(key_segment, minlength=n))
-    starts = np.searchsorted(key_segment, present)
-    out[present] = np.add.reduceat(values[:, None] * weights[key_column], starts, axis=0)
-    return out
 
 
 class SecondStage:

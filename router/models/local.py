@@ -39,7 +39,6 @@ from router.models.clauses import (
     CLAUSE_FEATURES,
     clause_features,
     clause_features_batch,
-    shift_to_unclear,
     split_clauses,
 )
 from router.models.entities import normalise_entities
@@ -51,6 +50,7 @@ from router.models.linear import (
     load_artifact,
     second_stage_artifact,
 )
+from router.models.steering import SteeringDetector, fit_steering_detector
 
 WORD_NGRAMS = (1, 2)
 CHAR_NGRAMS = (2, 5)
@@ -63,6 +63,13 @@ CROSS_FIT_FOLDS = 5
 def prepare_text(text: str) -> str:
     """What the linear model sees: instructions removed, then entities replaced."""
     return normalise_entities(strip_instructions(text))
+
+
+def prepare_texts(texts: Sequence[str], steering: SteeringDetector | None) -> list[str]:
+    """`prepare_text` after the learned steering detector (when the model has one)."""
+    if steering is not None:
+        texts = steering.remove_batch(texts)
+    return [prepare_text(text) for text in texts]
 
 
 @dataclass(frozen=True)
@@ -116,10 +123,16 @@ def train_artifact(
     labels: Sequence[str],
     *,
     tags: Sequence[Sequence[str]],
+    steering: Sequence[Sequence[str] | None] | None = None,
+    extra_segments: Sequence[tuple[str, bool]] = (),
     options: TrainOptions | None = None,
     data_sha: str = "",
 ) -> tuple[dict, np.ndarray]:
     """The artifact, and out-of-fold probabilities of every row, from one set of rows.
+
+    With `steering` (each row's marked spans, `calibration.data.steering_marks`) a
+    steering detector is fitted first (`router.models.steering`) and every later step
+    learns from the texts it leaves, cleaned out of fold.
 
     Cross-fitting, so both stages learn from every row: the rows are split into
     `CROSS_FIT_FOLDS` folds, and each fold's whole-message and clause logits come from a
@@ -134,7 +147,12 @@ def train_artifact(
     train split as the only training data, cross-fitting raised accuracy 0.771 → 0.808.
     """
     options = options or TrainOptions()
-    stripped = [prepare_text(t) for t in texts]
+    detector, cleaned = (
+        (None, list(texts))
+        if steering is None
+        else fit_steering_detector(texts, steering, extra_segments=extra_segments)
+    )
+    stripped = [prepare_text(t) for t in cleaned]
     y = label_indices(labels)
     targets = linear_targets(labels, tags)
     folds = StratifiedKFold(CROSS_FIT_FOLDS, shuffle=True, random_state=0).split(
@@ -161,6 +179,7 @@ def train_artifact(
             "options": options.__dict__,
         },
     )
+    artifact["steering"] = detector
     linear_accuracy = float(np.mean(whole_logits.argmax(axis=1) == y))
     artifact["second_stage"], probabilities = fit_second_stage(
         features, y, baseline_accuracy=linear_accuracy
@@ -256,7 +275,6 @@ def clause_split(stripped: Sequence[str]) -> tuple[list[str], list[int], list[in
     return flat, [len(c) for c in per_text], [len(text.split()) for text in stripped]
 
 
-
 def second_stage_features(
     scorer: LinearRouteScorer, stripped: Sequence[str], dense: np.ndarray | None = None
 ) -> np.ndarray:
@@ -283,11 +301,11 @@ class LocalRouteModel:
     def __init__(self, artifact: dict, artifact_sha: str, path: Path | None = None) -> None:
         self._scorer = LinearRouteScorer(artifact)
         self._path = path
+        steering = artifact.get("steering")
+        self._steering = SteeringDetector(steering) if steering else None
         spec = artifact.get("second_stage")
+        # None when training had too few rows to fit it: the linear model scores alone.
         self._second_stage = SecondStage(spec) if spec else None
-        # Artifacts written before the second stage carry the post-hoc two-request rule.
-        detector = None if spec else artifact.get("two_request")
-        self._two_request_confidence = detector["min_confidence"] if detector else None
         self.artifact_sha = artifact_sha
         self._name = f"{MODEL_NAME_PREFIX}@{artifact_sha[:12]}"
 
@@ -310,9 +328,9 @@ class LocalRouteModel:
         return self._to_scores(self.probabilities(text))
 
     def probabilities(self, text: str) -> np.ndarray:
-        stripped = prepare_text(text)
+        stripped = prepare_texts([text], self._steering)[0]
         if self._second_stage is None:
-            return self._legacy_two_request(self._scorer.probabilities(stripped), [stripped])[0]
+            return self._scorer.probabilities(stripped)
         clauses = split_clauses(stripped)
         logits = self._scorer.logits_few([stripped, *clauses])
         whole, clause_logits = logits[0], logits[1:]
@@ -331,29 +349,10 @@ class LocalRouteModel:
         """
         if processes > 1 and len(texts) >= PARALLEL_MIN_BATCH and self._path is not None:
             return _parallel_probabilities(self, list(texts), processes)
-        stripped = [prepare_text(text) for text in texts]
+        stripped = prepare_texts(texts, self._steering)
         if self._second_stage is None:
-            return self._legacy_two_request(self._scorer.probabilities_batch(stripped), stripped)
+            return self._scorer.probabilities_batch(stripped)
         return self._second_stage.probabilities(second_stage_features(self._scorer, stripped))
-
-    def _legacy_two_request(self, probabilities: np.ndarray, stripped: list[str]) -> np.ndarray:
-        """The pre-second-stage detector, for artifacts that still name it."""
-        rows = np.atleast_2d(probabilities)
-        if self._two_request_confidence is None:
-            return rows
-        clauses, counts, _ = clause_split(stripped)
-        scored = (
-            self._scorer.probabilities_batch(clauses) if clauses else np.zeros((0, len(ROUTES)))
-        )
-        bounds = np.cumsum([0, *counts])
-        return np.array(
-            [
-                shift_to_unclear(
-                    row, scored[start:end], min_confidence=self._two_request_confidence
-                )
-                for row, start, end in zip(rows, bounds[:-1], bounds[1:], strict=True)
-            ]
-        )
 
     def score_batch(self, texts: Sequence[str], *, processes: int = 1) -> list[RouteScores]:
         probabilities = self.probabilities_batch(texts, processes=processes)

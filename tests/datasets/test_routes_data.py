@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from sklearn.feature_extraction.text import TfidfVectorizer
 
-from calibration.data import LabelledRow, load_labelled, split_of
+from calibration.data import LabelledRow, load_labelled, load_steering_segments, split_of
 from router.settings import PROJECT_ROOT
 
 ROUTES_DIR = PROJECT_ROOT / "datasets" / "routes"
@@ -76,3 +76,20 @@ def test_split_is_about_60_20_20(rows: list[LabelledRow]) -> None:
     counts = Counter(split_of(r.id) for r in rows)
     for name, share in (("train", 0.6), ("calibration", 0.2), ("test", 0.2)):
         assert abs(counts[name] / len(rows) - share) < 0.05, counts
+
+
+def test_marked_steering_is_verbatim_and_only_on_injection_rows(rows: list[LabelledRow]) -> None:
+    marked = [r for r in rows if r.steering is not None]
+    assert len(marked) >= 800
+    for row in marked:
+        assert "injection" in row.tags, row.id
+        assert all(span and span in row.text for span in row.steering), row.id
+
+
+def test_steering_segments_have_both_kinds_in_every_language() -> None:
+    segments = load_steering_segments(PROJECT_ROOT / "datasets" / "steering")
+    assert len({s.id for s in segments}) == len(segments)
+    assert len({s.text.strip().lower() for s in segments}) == len(segments)
+    kinds = Counter((s.lang, s.steering) for s in segments)
+    for lang in {s.lang for s in segments}:
+        assert kinds[lang, True] >= 100 and kinds[lang, False] >= 30, lang

@@ -1,0 +1,361 @@
+"""A learned steering detector: cut the segments addressed to the router, not the shop.
+
+The pattern list of `router.models.instructions` catches the common shapes of injected
+routing instructions, but people steer in endless ways: ticket metadata, fake tool calls,
+role-play, a route named in a signature or in another language. Whatever the list misses
+names a route in the customer's words and pulls the linear model towards it.
+
+This detector is learned instead, in two small stages:
+1. each segment of a message (a line, a sentence, a bracketed block, a `|` field) is
+   scored alone by a logistic regression over word and character n-grams;
+2. a second logistic regression reads each segment's score next to its neighbours'
+   (steering comes in blocks: "Do not consider any other information." is steering only
+   after a fake note) and whether it is the whole message (a one-word "account" is a
+   customer, not a header).
+Segments scored at or above the threshold are removed before anything else reads the text.
+
+It learns from the labelled rows' `steering` spans (verbatim substrings a person marked as
+addressed to the system, `datasets/LABELLING.md`): a segment is steering when at least
+half of its visible characters lie in such spans. Rows without the `injection` tag give
+negatives, and `datasets/steering/` adds standalone steering segments and look-alike
+customer sentences. The threshold is the lowest whose out-of-fold false positives on
+segments of rows without the `injection` tag stay within `max_clean_false_positive_rate`,
+so ordinary messages are almost never cut.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Sequence
+
+import numpy as np
+from joblib import Parallel, delayed
+from sklearn.feature_extraction.text import TfidfVectorizer
+from sklearn.linear_model import LogisticRegression
+from sklearn.pipeline import FeatureUnion, Pipeline
+from sklearn.preprocessing import StandardScaler
+
+from router.errors import ArtifactError
+from router.models.entities import normalise_entities
+from router.models.features import TfidfSpace, preprocess
+from router.models.linear import blocks_from_union
+
+# Segment breaks: line breaks, sentence ends, ` | ` and dash separators, `###` and `---`
+# rules, and the edges of bracketed blocks (`[…]`, `{…}`, `<…>`), where fake notes sit.
+_SEGMENT_BREAK = re.compile(
+    r"\n+|(?<=[.!?])\s+|\s+\|\s+|\s[—–-]{1,3}\s|(?<=[\]}>])\s*|\s*(?=[\[{<])|#{3,}|\s-{3,}\s*"
+)
+STEERING_SHARE = 0.5  # a segment is steering when this share of its characters is marked
+MAX_CLEAN_FALSE_POSITIVE_RATE = 0.001
+FOLDS = 5
+SEGMENT_C = 10.0
+CONTEXT_C = 1.0
+CONTEXT_FEATURES = (
+    "logit",
+    "probability",
+    "previous_probability",
+    "next_probability",
+    "other_max_probability",
+    "only_segment",
+    "only_segment_logit",
+    "first",
+    "last",
+    "log_segments",
+    "neighbour_max_logit",
+)
+_LOGIT_CLIP = 1e-6
+
+
+def segment_bounds(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each non-blank segment of `text`, in order."""
+    bounds: list[tuple[int, int]] = []
+    position = 0
+    for match in _SEGMENT_BREAK.finditer(text):
+        if match.start() > position:
+            bounds.append((position, match.start()))
+        position = max(position, match.end())
+    if position < len(text):
+        bounds.append((position, len(text)))
+    return [(start, end) for start, end in bounds if not text[start:end].isspace()]
+
+
+def segment_targets(text: str, spans: Sequence[str]) -> list[int]:
+    """1 for each segment mostly made of marked steering characters, else 0."""
+    marked = np.zeros(len(text), dtype=bool)
+    for span in spans:
+        start = text.find(span)
+        while start >= 0:
+            marked[start : start + len(span)] = True
+            start = text.find(span, start + 1)
+    visible = np.array([not c.isspace() for c in text], dtype=bool)
+    targets = []
+    for start, end in segment_bounds(text):
+        shown = visible[start:end]
+        share = marked[start:end][shown].mean() if shown.any() else 0.0
+        targets.append(int(share >= STEERING_SHARE))
+    return targets
+
+
+def context_features(probabilities: np.ndarray, counts: Sequence[int]) -> np.ndarray:
+    """Stage-2 inputs (`CONTEXT_FEATURES`) of segments laid out message after message.
+
+    `probabilities` are the stage-1 scores of every segment, `counts` how many segments
+    each message has (messages without segments are allowed). Plain Python over a few
+    segments per message: cheaper than two dozen numpy calls on a single message.
+    """
+    clipped = np.clip(probabilities, _LOGIT_CLIP, 1 - _LOGIT_CLIP)
+    p = clipped.tolist()
+    logits = np.log(clipped / (1 - clipped)).tolist()
+    rows = []
+    start = 0
+    for size in counts:
+        scores = p[start : start + size]
+        # The highest score of the message's other segments: its maximum, unless this
+        # segment is that (first) maximum, then the runner-up.
+        best_at = scores.index(max(scores)) if scores else 0
+        runner_up = max(scores[:best_at] + scores[best_at + 1 :], default=0.0)
+        best = scores[best_at] if scores else 0.0
+        for k, score in enumerate(scores):
+            logit = logits[start + k]
+            previous = scores[k - 1] if k else 0.0
+            following = scores[k + 1] if k < size - 1 else 0.0
+            only = float(size == 1)
+            rows.append(
+                [
+                    logit,
+                    score,
+                    previous,
+                    following,
+                    runner_up if k == best_at else best,
+                    only,
+                    only * logit,
+                    float(k == 0),
+                    float(k == size - 1),
+                    math.log(size),
+                    max(previous, following) * logit,
+                ]
+            )
+        start += size
+    return np.array(rows).reshape(len(rows), len(CONTEXT_FEATURES))
+
+
+def _segment_text(segment: str) -> str:
+    """What the detector reads: entities replaced, as for the route model."""
+    return normalise_entities(segment)
+
+
+class SteeringDetector:
+    """The fitted detector, evaluated straight from its vocabularies and weights."""
+
+    def __init__(self, spec: dict) -> None:
+        self.threshold = float(spec["threshold"])
+        segment = spec["segment"]
+        self.intercept = float(segment["intercept"])
+        self.space = TfidfSpace(segment["blocks"])
+        self.weights = np.asarray(segment["coef"], dtype=float)[:, None]
+        if len(self.weights) != self.space.n_features:
+            raise ArtifactError("steering detector weights do not match its vocabulary")
+        context = spec["context"]
+        if list(context["features"]) != list(CONTEXT_FEATURES):
+            raise ArtifactError(
+                "the steering detector was trained on other context features than this "
+                "build computes — retrain with `support-router train`"
+            )
+        self.context_coef = np.asarray(context["coef"], dtype=float)
+        self.context_intercept = float(context["intercept"])
+
+    def segment_probabilities(self, segments: Sequence[str]) -> np.ndarray:
+        """Stage 1: P(steering) of each segment read alone."""
+        if not segments:
+            return np.zeros(0)
+        preprocessed = [preprocess(_segment_text(s)) for s in segments]
+        return _sigmoid(self.intercept + self.space.logits_few(self.weights, preprocessed)[:, 0])
+
+    def probabilities(self, segments: Sequence[str], counts: Sequence[int]) -> np.ndarray:
+        """Stage 2: P(steering) of each segment in its message (`counts` per message)."""
+        features = context_features(self.segment_probabilities(segments), counts)
+        return _sigmoid(features @ self.context_coef + self.context_intercept)
+
+    def remove(self, text: str) -> str:
+        return self.remove_batch([text])[0]
+
+    def remove_batch(self, texts: Sequence[str]) -> list[str]:
+        """The texts without the segments scored as steering (one scoring pass for all)."""
+        bounds = [segment_bounds(text) for text in texts]
+        flat = [text[a:b] for text, spans in zip(texts, bounds, strict=True) for a, b in spans]
+        flagged = iter(self.probabilities(flat, [len(b) for b in bounds]) >= self.threshold)
+        return [
+            _cut(text, [span for span in spans if next(flagged)])
+            for text, spans in zip(texts, bounds, strict=True)
+        ]
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def _cut(text: str, spans: Sequence[tuple[int, int]]) -> str:
+    if not spans:
+        return text
+    kept, position = [], 0
+    for start, end in spans:
+        kept.append(text[position:start])
+        position = end
+    kept.append(text[position:])
+    return "".join(kept)
+
+
+def fit_steering_detector(
+    texts: Sequence[str],
+    steering: Sequence[Sequence[str] | None],
+    *,
+    extra_segments: Sequence[tuple[str, bool]] = (),
+    max_clean_false_positive_rate: float = MAX_CLEAN_FALSE_POSITIVE_RATE,
+) -> tuple[dict | None, list[str]]:
+    """The detector's artifact part, and every text with out-of-fold steering removed.
+
+    `steering[i]` is row i's marked spans, `[]` for a row with nothing to mark, or None
+    for an `injection` row nobody marked (its segments are left out). `extra_segments`
+    are standalone (segment, is_steering) examples for stage 1, used in every fold.
+    The texts come back cleaned by detectors that never saw them, so the route model
+    trains on what the detector really leaves. Without enough marked segments there is
+    no detector: (None, the texts unchanged).
+    """
+    rows, segments, targets, counts, included = [], [], [], [], []
+    for row, (text, spans) in enumerate(zip(texts, steering, strict=True)):
+        if spans is None:
+            continue
+        included.append(row)
+        bounds = segment_bounds(text)
+        marks = segment_targets(text, spans) if spans else [0] * len(bounds)
+        rows.extend([row] * len(bounds))
+        segments.extend(text[a:b] for a, b in bounds)
+        targets.extend(marks)
+        counts.append(len(bounds))
+    y = np.asarray(targets, dtype=int)
+    if y.sum() < FOLDS or (1 - y).sum() < FOLDS:
+        return None, list(texts)
+    row_of = np.asarray(rows)
+    extra_text = [text for text, _ in extra_segments]
+    extra_y = np.asarray([int(target) for _, target in extra_segments], dtype=int)
+
+    # Stage 1, cross-fitted by whole rows (a row's segments never score each other), the
+    # folds and the final fit in parallel.
+    held_out = [row_of % FOLDS == fold for fold in range(FOLDS)]
+    fits = Parallel(n_jobs=min(FOLDS + 1, os.cpu_count() or 1))(
+        delayed(_segment_model)([*_pick(segments, keep), *extra_text], np.r_[y[keep], extra_y])
+        for keep in [*(~held for held in held_out), np.ones(len(y), dtype=bool)]
+    )
+    stage_one = np.zeros(len(y))
+    for held, model in zip(held_out, fits, strict=False):
+        stage_one[held] = SteeringDetector(_spec(model)).segment_probabilities(
+            _pick(segments, held)
+        )
+    features = context_features(stage_one, counts)
+    # Stage 2 on stage 1's out-of-fold scores, cross-fitted again over other folds.
+    stage_two = np.zeros(len(y))
+    second_folds = (row_of // FOLDS) % FOLDS
+    for fold in range(FOLDS):
+        held = second_folds == fold
+        context = _context_model(features[~held], y[~held])
+        stage_two[held] = context.predict_proba(features[held])[:, 1]
+    clean_rows = {row for row, spans in enumerate(steering) if spans == []}
+    clean = np.array([row in clean_rows for row in rows], dtype=bool)
+    threshold = pick_threshold(stage_two[clean], max_clean_false_positive_rate)
+    flagged = stage_two >= threshold
+
+    spec = _spec(
+        fits[-1],
+        _context_model(features, y),
+        threshold=threshold,
+    )
+    spec["training"] = {
+        "segments": len(y),
+        "steering_segments": int(y.sum()),
+        "extra_segments": len(extra_text),
+        "out_of_fold_recall": round(float(flagged[y == 1].mean()), 6),
+        "out_of_fold_clean_false_positives": int(flagged[clean].sum()),
+        "clean_segments": int(clean.sum()),
+        "max_clean_false_positive_rate": max_clean_false_positive_rate,
+    }
+    cleaned = list(texts)
+    offset = 0
+    for row, count in zip(included, counts, strict=True):
+        hits = flagged[offset : offset + count]
+        bounds = segment_bounds(texts[row])
+        cleaned[row] = _cut(texts[row], [b for b, hit in zip(bounds, hits, strict=True) if hit])
+        offset += count
+    return spec, cleaned
+
+
+def pick_threshold(clean_probabilities: np.ndarray, max_rate: float) -> float:
+    """The lowest threshold flagging at most `max_rate` of the clean segments."""
+    allowed = int(max_rate * len(clean_probabilities))
+    if len(clean_probabilities) <= allowed:
+        return 0.5
+    ranked = np.sort(clean_probabilities)[::-1]
+    return float(np.nextafter(ranked[allowed], 2.0))  # strictly above the first one not allowed
+
+
+def _pick(items: Sequence[str], mask: np.ndarray) -> list[str]:
+    return [items[i] for i in np.flatnonzero(mask)]
+
+
+def _segment_model(
+    segments: Sequence[str], y: np.ndarray
+) -> tuple[FeatureUnion, LogisticRegression]:
+    common = {"sublinear_tf": True, "strip_accents": "unicode", "lowercase": True}
+    union = FeatureUnion(
+        [
+            ("word", TfidfVectorizer(analyzer="word", ngram_range=(1, 2), **common)),
+            ("char", TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 5), min_df=2, **common)),
+        ]
+    )
+    features = union.fit_transform([_segment_text(s) for s in segments])
+    classifier = LogisticRegression(C=SEGMENT_C, max_iter=5000, tol=1e-4).fit(features, y)
+    return union, classifier
+
+
+def _context_model(features: np.ndarray, y: np.ndarray) -> Pipeline:
+    return Pipeline(
+        [
+            ("scaler", StandardScaler()),
+            ("classifier", LogisticRegression(C=CONTEXT_C, max_iter=5000)),
+        ]
+    ).fit(features, y)
+
+
+def _spec(
+    segment_model: tuple[FeatureUnion, LogisticRegression],
+    context: Pipeline | None = None,
+    *,
+    threshold: float = 1.0,
+) -> dict:
+    """Plain-data form of the two stages (standardisation folded into stage 2's weights).
+
+    Without `context` (stage 1 alone, while cross-fitting) stage 2 is the identity on
+    the segment's own logit.
+    """
+    union, classifier = segment_model
+    if context is None:
+        coef = np.zeros(len(CONTEXT_FEATURES))
+        coef[0], intercept = 1.0, 0.0
+    else:
+        scaler, linear = context.named_steps["scaler"], context.named_steps["classifier"]
+        coef = linear.coef_[0] / scaler.scale_
+        intercept = float(linear.intercept_[0] - scaler.mean_ / scaler.scale_ @ linear.coef_[0])
+    return {
+        "threshold": threshold,
+        "segment": {
+            "blocks": blocks_from_union(union),
+            "coef": classifier.coef_[0].tolist(),
+            "intercept": float(classifier.intercept_[0]),
+        },
+        "context": {
+            "features": list(CONTEXT_FEATURES),
+            "coef": coef.tolist(),
+            "intercept": intercept,
+        },
+    }
