@@ -9,6 +9,7 @@ a second request.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 
@@ -96,10 +97,25 @@ CLAUSE_FEATURES = (
 )
 
 
-def _softmax_rows(logits: np.ndarray) -> np.ndarray:
-    shifted = logits - logits.max(axis=1, keepdims=True)
+def softmax_rows(logits: np.ndarray) -> np.ndarray:
+    """Row-wise softmax; plain numpy (scipy's wrapper costs more than a few rows take)."""
+    shifted = logits - logits.max(axis=-1, keepdims=True)
     exp = np.exp(shifted)
-    return exp / exp.sum(axis=1, keepdims=True)
+    return exp / exp.sum(axis=-1, keepdims=True)
+
+
+def _softmax(row: list[float]) -> list[float]:
+    top = max(row)
+    exp = [math.exp(x - top) for x in row]
+    total = sum(exp)
+    return [x / total for x in exp]
+
+
+def _route_logits(row: list[float]) -> list[float]:
+    """`route_logits` of one row as a list (the unclear classes merged by logaddexp)."""
+    a, b = row[UNCLEAR], row[UNCLEAR + 1]
+    top = max(a, b)
+    return [*row[:UNCLEAR], top + math.log1p(math.exp(-abs(a - b)))]
 
 
 def clause_features(
@@ -112,38 +128,47 @@ def clause_features(
 
     `whole_logits` are the linear model's raw logits (one per `LINEAR_CLASSES`) for the
     whole (stripped) message, `clause_logits` one row per clause (possibly none), scored
-    here over routes, `n_tokens` the number of
-    whitespace-separated tokens of the stripped message, `clause_tokens` those of each
-    clause.
+    here over routes, `n_tokens` the number of whitespace-separated tokens of the
+    stripped message, `clause_tokens` those of each clause.
+
+    Plain Python over a few rows of five numbers: a single message is scored several
+    times faster than through numpy's per-call overhead. `clause_features_batch` is the
+    vectorised twin for many messages; a test holds the two equal.
     """
-    n_clauses = len(clause_logits)
-    linear_rows = _softmax_rows(clause_logits if n_clauses else whole_logits[None, :])
-    rows = _softmax_rows(route_logits(clause_logits if n_clauses else whole_logits[None, :]))
-    tokens = np.asarray(clause_tokens if n_clauses else [n_tokens], dtype=float)
-    n = rows.shape[1]
-    choices = rows.argmax(axis=1)
-    confidences = (rows.max(axis=1) - 1 / n) / (1 - 1 / n)
-    actionable = choices != UNCLEAR
-    distinct = [
-        len(set(choices[actionable & (confidences >= level)].tolist()))
-        for level in CONFIDENCE_LEVELS
-    ]
-    highest = rows.max(axis=0)
-    ranked = np.sort(highest[ACTIONABLE])
+    whole = whole_logits.tolist()
+    linear = clause_logits.tolist() if len(clause_logits) else [whole]
+    tokens = [float(t) for t in clause_tokens] if len(clause_logits) else [float(n_tokens)]
+    rows = [_softmax(_route_logits(row)) for row in linear]
+    n = len(ROUTES)
+    distinct: list[set[int]] = [set() for _ in CONFIDENCE_LEVELS]
+    for row in rows:
+        best = max(row)
+        choice = row.index(best)
+        confidence = (best - 1 / n) / (1 - 1 / n)
+        for found, level in zip(distinct, CONFIDENCE_LEVELS, strict=True):
+            if choice != UNCLEAR and confidence >= level:
+                found.add(choice)
+    highest = [max(row[r] for row in rows) for r in range(n)]
+    actionable = [highest[r] for r in ACTIONABLE]
+    order = sorted(range(len(ACTIONABLE)), key=actionable.__getitem__)  # stable, ascending
     # The clause holding each actionable route's highest probability (ties: the last).
-    holder = [len(rows) - 1 - int(rows[::-1, r].argmax()) for r in ACTIONABLE]
-    order = np.argsort(highest[ACTIONABLE], kind="stable")
+    holder = [max(i for i, row in enumerate(rows) if row[r] == highest[r]) for r in ACTIONABLE]
     second, first = tokens[holder[order[1]]], tokens[holder[order[2]]]
-    return np.concatenate(
+    return np.array(
         [
-            route_logits(whole_logits),
-            whole_logits[UNCLEAR:],
-            highest,
-            [ranked[1], ranked[0]],
-            distinct,
-            [min(n_clauses, MAX_CLAUSES_FEATURE), np.log1p(n_tokens), float(n_tokens <= 2)],
-            [np.log1p(second), np.log1p(first), second / max(tokens.sum(), 1.0)],
-            [linear_rows[:, MULTI_REQUEST].max()],
+            *_route_logits(whole),
+            *whole[UNCLEAR:],
+            *highest,
+            actionable[order[1]],
+            actionable[order[0]],
+            *(len(found) for found in distinct),
+            min(len(clause_logits), MAX_CLAUSES_FEATURE),
+            math.log1p(n_tokens),
+            float(n_tokens <= 2),
+            math.log1p(second),
+            math.log1p(first),
+            second / max(sum(tokens), 1.0),
+            max(_softmax(row)[MULTI_REQUEST] for row in linear),
         ]
     )
 
@@ -173,8 +198,8 @@ def clause_features_batch(
     clause_rows[starts[empty]] = False
     logits[clause_rows] = clause_logits
     logits[starts[empty]] = whole_logits[empty]
-    rows = _softmax_rows(route_logits(logits)) if len(logits) else route_logits(logits)
-    multi = _softmax_rows(logits)[:, MULTI_REQUEST] if len(logits) else np.zeros(0)
+    rows = softmax_rows(route_logits(logits)) if len(logits) else route_logits(logits)
+    multi = softmax_rows(logits)[:, MULTI_REQUEST] if len(logits) else np.zeros(0)
     n = rows.shape[1]
     choices = rows.argmax(axis=1) if len(rows) else np.zeros(0, dtype=np.intp)
     confidences = (rows.max(axis=1, initial=0.0) - 1 / n) / (1 - 1 / n)

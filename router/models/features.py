@@ -15,9 +15,9 @@ from __future__ import annotations
 import re
 import sys
 import unicodedata
-from collections.abc import Sequence
+from array import array
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
-from itertools import chain
 
 import numpy as np
 from scipy.sparse import csr_matrix
@@ -25,6 +25,8 @@ from scipy.sparse import csr_matrix
 _TOKEN = re.compile(r"(?u)\b\w\w+\b")
 _WHITE_SPACES = re.compile(r"\s\s+")
 WORD_CACHE_SIZE = 200_000
+_COLUMN_BYTES = 8  # columns are packed as int64
+FEW_TEXTS = 32  # up to this many texts, `TfidfSpace.logits_few` beats the sparse products
 
 
 def preprocess(text: str) -> str:
@@ -95,30 +97,19 @@ class TfidfBlock:
         self.n_features = len(terms)
         self._word_columns = lru_cache(maxsize=WORD_CACHE_SIZE)(self._uncached_word_columns)
 
-    def _uncached_word_columns(self, word: str) -> tuple[int, ...]:
+    def _uncached_word_columns(self, word: str) -> bytes:
         vocabulary = self.vocabulary
         grams = word_char_ngrams(word, self.ngram_range)
-        return tuple(vocabulary[g] for g in grams if g in vocabulary)
+        return _pack(vocabulary[g] for g in grams if g in vocabulary)
 
-    def columns(self, preprocessed: str) -> list[int]:
-        """Vocabulary columns of every n-gram occurrence (repeats kept, unknown dropped)."""
+    def columns(self, preprocessed: str) -> bytes:
+        """Vocabulary columns of every n-gram occurrence (repeats kept, unknown dropped),
+        packed as int64 (`unpack`): joining cached bytes and one `np.frombuffer` cost far
+        less than extending and converting Python lists of ints."""
         if self.analyzer == "word":
             found = map(self.vocabulary.get, word_ngrams(preprocessed, self.ngram_range))
-            return [column for column in found if column is not None]
-        word_columns = self._word_columns
-        columns: list[int] = []
-        for word in preprocessed.split():
-            columns.extend(word_columns(word))
-        return columns
-
-    def transform(self, preprocessed: str) -> tuple[np.ndarray, np.ndarray]:
-        """Columns and l2-normalised sublinear tf-idf values of one document."""
-        columns, counts = np.unique(
-            np.fromiter(self.columns(preprocessed), dtype=np.intp), return_counts=True
-        )
-        values = (1.0 + np.log(counts)) * self.idf[columns]
-        norm = np.sqrt(values @ values)
-        return columns, values / norm if norm > 0 else values
+            return _pack(column for column in found if column is not None)
+        return b"".join(map(self._word_columns, preprocessed.split()))
 
     def transform_batch(self, preprocessed: Sequence[str]) -> csr_matrix:
         """The same for many documents at once: one sparse matrix of shape (n, features)."""
@@ -130,13 +121,10 @@ class TfidfBlock:
         return self._tfidf(counts)
 
     def _word_counts(self, preprocessed: Sequence[str]) -> csr_matrix:
-        flat: list[int] = []
-        indptr = [0]
-        columns = self.columns
-        for text in preprocessed:
-            flat.extend(columns(text))
-            indptr.append(len(flat))
-        return _count_matrix(flat, indptr, self.n_features)
+        found = [self.columns(text) for text in preprocessed]
+        indptr = np.zeros(len(found) + 1, dtype=np.intp)
+        np.cumsum([len(f) // _COLUMN_BYTES for f in found], out=indptr[1:])
+        return _count_matrix(unpack(b"".join(found)), indptr, self.n_features)
 
     def _char_counts(self, preprocessed: Sequence[str]) -> csr_matrix:
         """char_wb counts as (documents × distinct words) @ (distinct words × n-grams).
@@ -152,13 +140,14 @@ class TfidfBlock:
         for text in preprocessed:
             flat.extend([setdefault(word, len(word_ids)) for word in text.split()])
             indptr.append(len(flat))
-        documents = _count_matrix(flat, indptr, len(word_ids), summed=False)
-        word_columns = self._word_columns
-        per_word = [word_columns(word) for word in word_ids]
-        lengths = np.fromiter(map(len, per_word), dtype=np.intp, count=len(per_word))
+        documents = _count_matrix(
+            np.array(flat, dtype=np.intp), np.array(indptr, dtype=np.intp), len(word_ids),
+            summed=False,
+        )
+        per_word = [self._word_columns(word) for word in word_ids]
         word_indptr = np.zeros(len(per_word) + 1, dtype=np.intp)
-        np.cumsum(lengths, out=word_indptr[1:])
-        grams = np.fromiter(chain.from_iterable(per_word), dtype=np.intp, count=word_indptr[-1])
+        np.cumsum([len(w) // _COLUMN_BYTES for w in per_word], out=word_indptr[1:])
+        grams = unpack(b"".join(per_word))
         words = csr_matrix(
             (np.ones(len(grams)), grams, word_indptr), shape=(len(per_word), self.n_features)
         )
@@ -175,17 +164,21 @@ class TfidfBlock:
         return counts
 
 
+def _pack(columns: Iterable[int]) -> bytes:
+    return array("q", columns).tobytes()
+
+
+def unpack(packed: bytes) -> np.ndarray:
+    """Packed columns (`TfidfBlock.columns`) as an int64 array (a read-only view)."""
+    return np.frombuffer(packed, dtype=np.int64)
+
+
 def _count_matrix(
-    flat: list[int], indptr: list[int], n_columns: int, *, summed: bool = True
+    flat: np.ndarray, indptr: np.ndarray, n_columns: int, *, summed: bool = True
 ) -> csr_matrix:
     """Occurrences (column ids per row, rows cut by `indptr`) as a count matrix."""
     matrix = csr_matrix(
-        (
-            np.ones(len(flat)),
-            np.array(flat, dtype=np.intp),
-            np.array(indptr, dtype=np.intp),
-        ),
-        shape=(len(indptr) - 1, n_columns),
+        (np.ones(len(flat)), flat.astype(np.intp), indptr), shape=(len(indptr) - 1, n_columns)
     )
     if summed:
         matrix.sum_duplicates()  # duplicates are summed into counts
@@ -219,33 +212,41 @@ class TfidfSpace:
         sparse matrix (`transform_batch`) costs more to set up than a few texts take.
         """
         n, n_blocks = len(preprocessed), len(self.blocks)
-        columns: list[int] = []
-        lengths: list[int] = []
-        for block in self.blocks:  # pieces ordered block-major: piece = block * n + text
-            for text in preprocessed:
-                found = block.columns(text)
-                columns.extend(found)
-                lengths.append(len(found))
-        out = np.zeros((n_blocks * n, weights.shape[1]))
-        if columns:
-            piece_count = n_blocks * n
-            piece = np.repeat(np.arange(piece_count), lengths)
-            offset = np.repeat(np.repeat(self.offsets[:-1], n), lengths)
-            # One key per (piece, column): counting keys counts each piece's n-grams.
-            keys, counts = np.unique(
-                piece * self.n_features + offset + np.asarray(columns, dtype=np.intp),
-                return_counts=True,
-            )
+        # Pieces ordered block-major: piece = block * n + text.
+        found = [block.columns(text) for block in self.blocks for text in preprocessed]
+        columns = unpack(b"".join(found))
+        lengths = [len(f) // _COLUMN_BYTES for f in found]
+        pieces = n_blocks * n
+        out = np.zeros((pieces, weights.shape[1]))
+        if len(columns):
+            # One key per (piece, column), piece-major: sorted, equal keys are repeats of
+            # one n-gram in one piece (np.unique's work, without its wrapper's cost).
+            base = np.arange(pieces) * self.n_features + np.repeat(self.offsets[:-1], n)
+            keys = np.repeat(base, lengths) + columns
+            keys.sort()
+            first = np.empty(len(keys), dtype=bool)
+            first[0] = True
+            np.not_equal(keys[1:], keys[:-1], out=first[1:])
+            starts = np.flatnonzero(first)
+            counts = np.diff(starts, append=len(keys))
+            keys = keys[starts]
             key_piece = keys // self.n_features
             key_column = keys - key_piece * self.n_features
             values = (1.0 + np.log(counts)) * self.idf[key_column]
-            norms = np.sqrt(np.bincount(key_piece, weights=values * values, minlength=piece_count))
+            norms = np.sqrt(np.bincount(key_piece, weights=values * values, minlength=pieces))
             values /= norms[key_piece]  # a piece with a key has a positive norm
             # Keys are sorted by piece, so each piece's contributions are one contiguous run.
-            present = np.flatnonzero(np.bincount(key_piece, minlength=piece_count))
-            starts = np.searchsorted(key_piece, present)
-            out[present] = np.add.reduceat(values[:, None] * weights[key_column], starts, axis=0)
+            piece_starts = np.flatnonzero(np.diff(key_piece, prepend=-1))
+            out[key_piece[piece_starts]] = np.add.reduceat(
+                values[:, None] * weights[key_column], piece_starts, axis=0
+            )
         return out.reshape(n_blocks, n, -1).sum(axis=0)
+
+    def logits(self, weights: np.ndarray, preprocessed: Sequence[str]) -> np.ndarray:
+        """`features @ weights` by whichever path is cheaper for this many texts."""
+        if len(preprocessed) <= FEW_TEXTS:
+            return self.logits_few(weights, preprocessed)
+        return self.logits_batch(weights, preprocessed)
 
     def logits_batch(self, weights: np.ndarray, preprocessed: Sequence[str]) -> np.ndarray:
         """`features @ weights` of many texts, one sparse product per block."""

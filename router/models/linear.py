@@ -18,14 +18,13 @@ from pathlib import Path
 import numpy as np
 import scipy
 import sklearn
-from scipy.special import softmax
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import FeatureUnion
 
 from router.contracts import ROUTES
 from router.errors import ArtifactError
 from router.models.classes import route_logits
-from router.models.clauses import CLAUSE_FEATURES
+from router.models.clauses import CLAUSE_FEATURES, softmax_rows
 from router.models.features import TfidfSpace, preprocess
 
 ARTIFACT_FORMAT = "support-router/local-route-model"
@@ -162,12 +161,12 @@ class LinearRouteScorer:
 
     def probabilities(self, text: str, dense: np.ndarray | None = None) -> np.ndarray:
         """Route probabilities (unclear classes merged; temperature on the route logits)."""
-        return softmax(route_logits(self.logits(text, dense)) / self.temperature)
+        return softmax_rows(route_logits(self.logits(text, dense)) / self.temperature)
 
     def probabilities_batch(
         self, texts: Sequence[str], dense: np.ndarray | None = None
     ) -> np.ndarray:
-        return softmax(route_logits(self.logits_batch(texts, dense)) / self.temperature, axis=1)
+        return softmax_rows(route_logits(self.logits_batch(texts, dense)) / self.temperature)
 
 
 class SecondStage:
@@ -201,7 +200,7 @@ class SecondStage:
 
     def probabilities(self, features: np.ndarray) -> np.ndarray:
         """Rows of route probabilities (temperature applied) for rows of features."""
-        return softmax(self.logits(np.atleast_2d(features)) / self.temperature, axis=1)
+        return softmax_rows(self.logits(np.atleast_2d(features)) / self.temperature)
 
 
 def second_stage_artifact(

@@ -7,7 +7,7 @@ names a route in the customer's words and pulls the linear model towards it.
 
 This detector is learned instead, in two small stages:
 1. each segment of a message (a line, a sentence, a bracketed block, a `|` field) is
-   scored alone by a logistic regression over word and character n-grams;
+   scored alone by a logistic regression over character n-grams;
 2. a second logistic regression reads each segment's score next to its neighbours'
    (steering comes in blocks: "Do not consider any other information." is steering only
    after a fake note) and whether it is the whole message (a one-word "account" is a
@@ -171,7 +171,7 @@ class SteeringDetector:
         if not segments:
             return np.zeros(0)
         preprocessed = [preprocess(_segment_text(s)) for s in segments]
-        return _sigmoid(self.intercept + self.space.logits_few(self.weights, preprocessed)[:, 0])
+        return _sigmoid(self.intercept + self.space.logits(self.weights, preprocessed)[:, 0])
 
     def probabilities(self, segments: Sequence[str], counts: Sequence[int]) -> np.ndarray:
         """Stage 2: P(steering) of each segment in its message (`counts` per message)."""
@@ -307,11 +307,10 @@ def _segment_model(
     segments: Sequence[str], y: np.ndarray
 ) -> tuple[FeatureUnion, LogisticRegression]:
     common = {"sublinear_tf": True, "strip_accents": "unicode", "lowercase": True}
+    # Character n-grams only: a word 1–2-gram block as well found no more steering out of
+    # fold (recall 0.868 vs 0.870 at the same false positives) and cost a second lookup.
     union = FeatureUnion(
-        [
-            ("word", TfidfVectorizer(analyzer="word", ngram_range=(1, 2), **common)),
-            ("char", TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 5), min_df=2, **common)),
-        ]
+        [("char", TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 5), min_df=2, **common))]
     )
     features = union.fit_transform([_segment_text(s) for s in segments])
     classifier = LogisticRegression(C=SEGMENT_C, max_iter=5000, tol=1e-4).fit(features, y)
