@@ -100,7 +100,7 @@ class TfidfBlock:
     def _uncached_word_columns(self, word: str) -> bytes:
         vocabulary = self.vocabulary
         grams = word_char_ngrams(word, self.ngram_range)
-        return _pack(vocabulary[g] for g in grams if g in vocabulary)
+        return _pack([vocabulary[g] for g in grams if g in vocabulary])
 
     def columns(self, preprocessed: str) -> bytes:
         """Vocabulary columns of every n-gram occurrence (repeats kept, unknown dropped),
@@ -108,7 +108,7 @@ class TfidfBlock:
         less than extending and converting Python lists of ints."""
         if self.analyzer == "word":
             found = map(self.vocabulary.get, word_ngrams(preprocessed, self.ngram_range))
-            return _pack(column for column in found if column is not None)
+            return _pack([column for column in found if column is not None])
         return b"".join(map(self._word_columns, preprocessed.split()))
 
     def transform_batch(self, preprocessed: Sequence[str]) -> csr_matrix:
