@@ -29,16 +29,29 @@ from router.training import train_local
 logger = logging.getLogger(__name__)
 
 
+def ensure_trained(settings: Settings, backend: str = "local") -> None:
+    """Train the local model (or its e5 variant) from `datasets/` if it or its policy is
+    missing, so a fresh clone serves without a separate training step."""
+    model_path, policy_path = (
+        (settings.local_model_path, settings.policy_path)
+        if backend == "local"
+        else (settings.e5_model_path, settings.e5_policy_path)
+    )
+    if model_path.exists() and policy_path.exists():
+        return
+    logger.warning("no %s model at %s; training it now", backend, model_path)
+    train_local(
+        settings.routes_data,
+        settings.model_dir,
+        policy_path=policy_path,
+        steering_data=settings.steering_data,
+        backend=backend,
+    )
+
+
 def load_local(settings: Settings) -> BoundModel:
     """The embedded model and its policy, trained from `datasets/` if either is missing."""
-    if not settings.local_model_path.exists() or not settings.policy_path.exists():
-        logger.warning("no local model at %s; training it now", settings.local_model_path)
-        train_local(
-            settings.routes_data,
-            settings.model_dir,
-            policy_path=settings.policy_path,
-            steering_data=settings.steering_data,
-        )
+    ensure_trained(settings)
     model = LocalRouteModel.load(settings.local_model_path)
     return BoundModel(model, load_policy(settings.policy_path))
 
@@ -47,15 +60,7 @@ def load_e5(settings: Settings) -> BoundModel:
     """The [e5] backend and its policy, trained from `datasets/` if either is missing."""
     from router.models.e5 import E5RouteModel
 
-    if not settings.e5_model_path.exists() or not settings.e5_policy_path.exists():
-        logger.warning("no e5 model at %s; training it now", settings.e5_model_path)
-        train_local(
-            settings.routes_data,
-            settings.model_dir,
-            policy_path=settings.e5_policy_path,
-            steering_data=settings.steering_data,
-            backend="e5",
-        )
+    ensure_trained(settings, "e5")
     return BoundModel(
         E5RouteModel.load(settings.e5_model_path), load_policy(settings.e5_policy_path)
     )

@@ -59,26 +59,11 @@ def check_bind(settings: Settings, host: str) -> None:
 
 def _ensure_models(settings: Settings) -> None:
     """Train missing models once here, not in every worker at the same time."""
-    from router.training import train_local
+    from router.bootstrap import ensure_trained
 
-    if not settings.local_model_path.exists() or not settings.policy_path.exists():
-        logger.warning("no local model at %s; training it now", settings.local_model_path)
-        train_local(
-            settings.routes_data,
-            settings.model_dir,
-            policy_path=settings.policy_path,
-            steering_data=settings.steering_data,
-        )
-    if settings.backend == "e5" and (
-        not settings.e5_model_path.exists() or not settings.e5_policy_path.exists()
-    ):
-        train_local(
-            settings.routes_data,
-            settings.model_dir,
-            policy_path=settings.e5_policy_path,
-            steering_data=settings.steering_data,
-            backend="e5",
-        )
+    ensure_trained(settings)
+    if settings.backend == "e5":
+        ensure_trained(settings, "e5")
 
 
 def _exit_cleanly(signum: int, frame: FrameType | None) -> None:
