@@ -164,6 +164,15 @@ class TfidfBlock:
         return counts
 
 
+def _run_starts(ordered: np.ndarray) -> np.ndarray:
+    """Where each run of equal values starts in a sorted, non-empty array (`np.diff`'s
+    `prepend` costs more than the whole comparison on a single message)."""
+    first = np.empty(len(ordered), dtype=bool)
+    first[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+    return np.flatnonzero(first)
+
+
 def _pack(columns: Iterable[int]) -> bytes:
     return array("q", columns).tobytes()
 
@@ -224,11 +233,10 @@ class TfidfSpace:
             base = np.arange(pieces) * self.n_features + np.repeat(self.offsets[:-1], n)
             keys = np.repeat(base, lengths) + columns
             keys.sort()
-            first = np.empty(len(keys), dtype=bool)
-            first[0] = True
-            np.not_equal(keys[1:], keys[:-1], out=first[1:])
-            starts = np.flatnonzero(first)
-            counts = np.diff(starts, append=len(keys))
+            starts = _run_starts(keys)
+            counts = np.empty(len(starts))
+            np.subtract(starts[1:], starts[:-1], out=counts[:-1])
+            counts[-1] = len(keys) - starts[-1]
             keys = keys[starts]
             key_piece = keys // self.n_features
             key_column = keys - key_piece * self.n_features
@@ -236,7 +244,7 @@ class TfidfSpace:
             norms = np.sqrt(np.bincount(key_piece, weights=values * values, minlength=pieces))
             values /= norms[key_piece]  # a piece with a key has a positive norm
             # Keys are sorted by piece, so each piece's contributions are one contiguous run.
-            piece_starts = np.flatnonzero(np.diff(key_piece, prepend=-1))
+            piece_starts = _run_starts(key_piece)
             out[key_piece[piece_starts]] = np.add.reduceat(
                 values[:, None] * weights[key_column], piece_starts, axis=0
             )

