@@ -215,7 +215,10 @@ _STEM = re.compile("|".join(re.escape(stem) for stem in _STEERING_STEMS))
 
 
 def _may_steer(segment: str) -> bool:
-    folded = " ".join(segment.lower().split())
+    # `str.lower` turns the Turkish "İ" into "i" + U+0307 (combining dot above), which
+    # `_STEERING`'s case-insensitive match does not see: drop the dot so that
+    # "YÖNLENDİRME" still meets the stem "yönlendir".
+    folded = " ".join(segment.lower().replace("\u0307", "").split())
     return _STEM.search(folded) is not None
 
 
