@@ -24,7 +24,7 @@ from calibration.data import (
 )
 from router.contracts import ROUTES, Policy, PolicyData, PolicyModel, RouteScores
 from router.models.linear import save_artifact
-from router.models.local import LocalRouteModel, TrainOptions, train_artifact
+from router.models.local import LocalRouteModel, TrainOptions, prepare_cuts, train_artifact
 from router.policy import save_policy
 
 MAX_MISROUTE_RATE_ROUTED = 0.02
@@ -102,15 +102,16 @@ def train_local(
         embedder = E5Embedder(threads=1)
         threshold_rows = held_out
         both = train + held_out
-        detector, cleaned = fit_steering_detector(
+        detector, cuts = fit_steering_detector(
             [r.text for r in both],
             [steering_marks(r) for r in both],
             extra_segments=extra_segments,
         )
+        prepared = prepare_cuts(cuts)
         artifact, probabilities = train_e5_artifact_with_held_out(
-            cleaned[: len(train)],
+            prepared[: len(train)],
             [r.label for r in train],
-            cleaned[len(train) :],
+            prepared[len(train) :],
             [r.label for r in held_out],
             train_tags=[r.tags for r in train],
             embedder=embedder,

@@ -95,6 +95,9 @@ CLAUSE_FEATURES = (
     # me" has no clause break the splitter knows in every language).
     + ["clause_max_unclear_multi_request"]
 )
+# The second stage reads the clause features and two of the steering detector's
+# (`router.models.local.with_steering_features`).
+SECOND_STAGE_FEATURES = [*CLAUSE_FEATURES, "kept_steering", "kept_steering_x_actionable_second"]
 
 
 def softmax_rows(logits: np.ndarray) -> np.ndarray:

@@ -27,6 +27,7 @@ from router.models.linear import (
     load_artifact,
 )
 from router.models.local import (
+    PreparedText,
     TrainOptions,
     build_pipeline,
     fit_second_stage,
@@ -42,9 +43,9 @@ MODEL_NAME_PREFIX = "local-tfidf-e5-lr"
 
 
 def train_e5_artifact_with_held_out(
-    train_texts: Sequence[str],
+    train_prepared: Sequence[PreparedText],
     train_labels: Sequence[str],
-    held_out_texts: Sequence[str],
+    held_out_prepared: Sequence[PreparedText],
     held_out_labels: Sequence[str],
     *,
     train_tags: Sequence[Sequence[str]],
@@ -54,15 +55,16 @@ def train_e5_artifact_with_held_out(
 ) -> tuple[dict, np.ndarray]:
     """Fit TF-IDF + embeddings → logistic regression; pick the embedding scale on held-out rows.
 
-    The texts come already cleaned of steering (`train_local` fits the detector over
-    both sets). Then the second stage as in the local model, on the held-out rows (cross-fitted):
-    whole-message logits with embeddings, clause logits from the TF-IDF part only; it is
-    kept only if its out-of-fold accuracy there is at least the linear model's.
+    The texts come already prepared (`prepare_cuts` of the steering detector's
+    out-of-fold cuts: `train_local` fits the detector over both sets). Then the second
+    stage as in the local model, on the held-out rows (cross-fitted): whole-message
+    logits with embeddings, clause logits from the TF-IDF part only; it is kept only if
+    its out-of-fold accuracy there is at least the linear model's.
     Returns the artifact and the held-out out-of-fold probabilities.
     """
     options = options or TrainOptions()
-    train = prepare_texts(train_texts, None)
-    held_out = prepare_texts(held_out_texts, None)
+    train = [p.whole for p in train_prepared]
+    held_out = [p.whole for p in held_out_prepared]
     y_train, y_held_out = linear_targets(train_labels, train_tags), label_indices(held_out_labels)
     union = build_pipeline(options).named_steps["features"]
     sparse_train, sparse_held_out = union.fit_transform(train), union.transform(held_out)
@@ -101,7 +103,7 @@ def train_e5_artifact_with_held_out(
     )
     scorer = LinearRouteScorer(artifact)
     linear = scorer.probabilities_batch(held_out, dense_held_out)
-    features = second_stage_features(scorer, held_out, dense_held_out)
+    features = second_stage_features(scorer, held_out_prepared, dense_held_out)
     artifact["second_stage"], held_out_probabilities = fit_second_stage(
         features, y_held_out, baseline_accuracy=float(np.mean(linear.argmax(axis=1) == y_held_out))
     )
@@ -149,9 +151,10 @@ class E5RouteModel:
 
     def score_batch(self, texts: Sequence[str]) -> list[RouteScores]:
         prepared = prepare_texts(texts, self._steering)
-        dense = self._embedder.embed(prepared)
+        whole = [p.whole for p in prepared]
+        dense = self._embedder.embed(whole)
         if self._second_stage is None:
-            probabilities = self._scorer.probabilities_batch(prepared, dense)
+            probabilities = self._scorer.probabilities_batch(whole, dense)
         else:
             features = second_stage_features(self._scorer, prepared, dense)
             probabilities = self._second_stage.probabilities(features)

@@ -24,13 +24,14 @@ from sklearn.pipeline import FeatureUnion
 from router.contracts import ROUTES
 from router.errors import ArtifactError
 from router.models.classes import route_logits
-from router.models.clauses import CLAUSE_FEATURES, softmax_rows
+from router.models.clauses import SECOND_STAGE_FEATURES, softmax_rows
 from router.models.features import TfidfSpace, preprocess
 
 ARTIFACT_FORMAT = "support-router/local-route-model"
 # 4: the linear model splits unclear into vague and two-request classes;
-# 5: a learned steering detector runs before instruction stripping.
-ARTIFACT_VERSION = 5
+# 5: a learned steering detector runs before instruction stripping;
+# 6: its loose cut and kept score feed the second stage.
+ARTIFACT_VERSION = 6
 
 
 def artifact_from_fitted(
@@ -179,9 +180,9 @@ class SecondStage:
 
     def __init__(self, spec: dict) -> None:
         self.features: list[str] = list(spec["features"])
-        if self.features != list(CLAUSE_FEATURES):
+        if self.features != list(SECOND_STAGE_FEATURES):
             raise ArtifactError(
-                "the model's second stage was trained on other clause features than this "
+                "the model's second stage was trained on other features than this "
                 "build computes — retrain with `support-router train`"
             )
         self.mean = np.asarray(spec["mean"], dtype=float)

@@ -37,6 +37,7 @@ from router.errors import ArtifactError
 from router.models.classes import LINEAR_CLASSES, linear_targets
 from router.models.clauses import (
     CLAUSE_FEATURES,
+    SECOND_STAGE_FEATURES,
     clause_features,
     clause_features_batch,
     split_clauses,
@@ -50,7 +51,7 @@ from router.models.linear import (
     load_artifact,
     second_stage_artifact,
 )
-from router.models.steering import SteeringDetector, fit_steering_detector
+from router.models.steering import SteeringCut, SteeringDetector, fit_steering_detector, uncut
 
 WORD_NGRAMS = (1, 2)
 CHAR_NGRAMS = (2, 5)
@@ -65,11 +66,29 @@ def prepare_text(text: str) -> str:
     return normalise_entities(strip_instructions(text))
 
 
-def prepare_texts(texts: Sequence[str], steering: SteeringDetector | None) -> list[str]:
+@dataclass(frozen=True)
+class PreparedText:
+    """A message as the two stages read it."""
+
+    whole: str  # the strict steering cut, prepared: what the linear model scores
+    clause_source: str  # the loose cut, prepared: what the clause features are read from
+    kept_steering: float  # `SteeringCut.kept`
+
+
+def prepare_cuts(cuts: Sequence[SteeringCut]) -> list[PreparedText]:
+    prepared = []
+    for cut in cuts:
+        whole = prepare_text(cut.text)
+        source = whole if cut.loose_text == cut.text else prepare_text(cut.loose_text)
+        prepared.append(PreparedText(whole, source, cut.kept))
+    return prepared
+
+
+def prepare_texts(
+    texts: Sequence[str], steering: SteeringDetector | None
+) -> list[PreparedText]:
     """`prepare_text` after the learned steering detector (when the model has one)."""
-    if steering is not None:
-        texts = steering.remove_batch(texts)
-    return [prepare_text(text) for text in texts]
+    return prepare_cuts(uncut(texts) if steering is None else steering.cut_batch(texts))
 
 
 @dataclass(frozen=True)
@@ -147,20 +166,21 @@ def train_artifact(
     train split as the only training data, cross-fitting raised accuracy 0.771 → 0.808.
     """
     options = options or TrainOptions()
-    detector, cleaned = (
-        (None, list(texts))
+    detector, cuts = (
+        (None, uncut(texts))
         if steering is None
         else fit_steering_detector(texts, steering, extra_segments=extra_segments)
     )
-    stripped = [prepare_text(t) for t in cleaned]
+    prepared = prepare_cuts(cuts)
+    stripped = [p.whole for p in prepared]
     y = label_indices(labels)
     targets = linear_targets(labels, tags)
     folds = StratifiedKFold(CROSS_FIT_FOLDS, shuffle=True, random_state=0).split(
         stripped, targets
     )
-    features = np.zeros((len(y), len(CLAUSE_FEATURES)))
+    features = np.zeros((len(y), len(SECOND_STAGE_FEATURES)))
     fold_results = Parallel(n_jobs=min(CROSS_FIT_FOLDS, os.cpu_count() or 1))(
-        delayed(_out_of_fold_features)(stripped, targets, fit_rows, held_rows, options)
+        delayed(_out_of_fold_features)(prepared, targets, fit_rows, held_rows, options)
         for fit_rows, held_rows in folds
     )
     for held_rows, held_features in fold_results:
@@ -190,7 +210,7 @@ def train_artifact(
 
 
 def _out_of_fold_features(
-    stripped: Sequence[str],
+    prepared: Sequence[PreparedText],
     targets: np.ndarray,
     fit_rows: np.ndarray,
     held_rows: np.ndarray,
@@ -205,9 +225,9 @@ def _out_of_fold_features(
     calibration split held out: routed share out of fold vs held out at the certified
     threshold 0.550 vs 0.560 (0.549 vs 0.566 unscaled), held-out misroutes 1.64% (1.72%).
     """
-    options = replace(options, c=options.c * len(stripped) / len(fit_rows))
+    options = replace(options, c=options.c * len(prepared) / len(fit_rows))
     pipeline = build_pipeline(options).fit(
-        [stripped[i] for i in fit_rows], targets[fit_rows]
+        [prepared[i].whole for i in fit_rows], targets[fit_rows]
     )
     fold = artifact_from_fitted(
         pipeline.named_steps["features"],
@@ -216,7 +236,7 @@ def _out_of_fold_features(
         classes=LINEAR_CLASSES,
         meta={},
     )
-    held = [stripped[i] for i in held_rows]
+    held = [prepared[i] for i in held_rows]
     return held_rows, second_stage_features(LinearRouteScorer(fold), held)
 
 
@@ -254,7 +274,7 @@ def fit_second_stage(
     final = _second_stage_pipeline(c).fit(features, y)
     spec = second_stage_artifact(
         final,
-        CLAUSE_FEATURES,
+        SECOND_STAGE_FEATURES,
         temperature=temperature,
         meta={
             "c": c,
@@ -277,31 +297,48 @@ def _second_stage_pipeline(c: float) -> Pipeline:
     )
 
 
-def clause_split(stripped: Sequence[str]) -> tuple[list[str], list[int], list[int]]:
+def clause_split(sources: Sequence[str]) -> tuple[list[str], list[int], list[int]]:
     """Every text's clauses (flattened), the number of clauses and of tokens per text."""
-    per_text = [split_clauses(text) for text in stripped]
+    per_text = [split_clauses(text) for text in sources]
     flat = [clause for clauses in per_text for clause in clauses]
-    return flat, [len(c) for c in per_text], [len(text.split()) for text in stripped]
+    return flat, [len(c) for c in per_text], [len(text.split()) for text in sources]
+
+
+_ACTIONABLE_SECOND = CLAUSE_FEATURES.index("actionable_second")
+
+
+def with_steering_features(
+    clause_part: np.ndarray, prepared: Sequence[PreparedText]
+) -> np.ndarray:
+    """`SECOND_STAGE_FEATURES` rows: the clause features, then the kept steering score
+    alone and times the second actionable route (a second request next to a clause that
+    looks like steering is weaker evidence of two requests)."""
+    kept = np.array([p.kept_steering for p in prepared])
+    return np.column_stack([clause_part, kept, kept * clause_part[:, _ACTIONABLE_SECOND]])
 
 
 def second_stage_features(
-    scorer: LinearRouteScorer, stripped: Sequence[str], dense: np.ndarray | None = None
+    scorer: LinearRouteScorer,
+    prepared: Sequence[PreparedText],
+    dense: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Clause features of already-stripped texts, in batch.
+    """Second-stage features of prepared texts, in batch.
 
     Without dense features the whole texts and their clauses are scored in one pass;
     with them (e5) the clauses are scored by the TF-IDF part only.
     """
-    clauses, clause_counts, token_counts = clause_split(stripped)
+    stripped = [p.whole for p in prepared]
+    clauses, clause_counts, token_counts = clause_split([p.clause_source for p in prepared])
     if dense is None:
         logits = scorer.logits_batch([*stripped, *clauses])
         whole, clause_logits = logits[: len(stripped)], logits[len(stripped) :]
     else:
         whole = scorer.logits_batch(stripped, dense)
         clause_logits = scorer.sparse_logits_batch(clauses)
-    return clause_features_batch(
+    clause_part = clause_features_batch(
         whole, clause_logits, clause_counts, token_counts, [len(c.split()) for c in clauses]
     )
+    return with_steering_features(clause_part, prepared)
 
 
 class LocalRouteModel:
@@ -337,16 +374,19 @@ class LocalRouteModel:
         return self._to_scores(self.probabilities(text))
 
     def probabilities(self, text: str) -> np.ndarray:
-        stripped = prepare_texts([text], self._steering)[0]
+        prepared = prepare_texts([text], self._steering)
         if self._second_stage is None:
-            return self._scorer.probabilities(stripped)
-        clauses = split_clauses(stripped)
-        logits = self._scorer.logits_few([stripped, *clauses])
+            return self._scorer.probabilities(prepared[0].whole)
+        source = prepared[0].clause_source
+        clauses = split_clauses(source)
+        logits = self._scorer.logits_few([prepared[0].whole, *clauses])
         whole, clause_logits = logits[0], logits[1:]
         features = clause_features(
-            whole, clause_logits, len(stripped.split()), [len(c.split()) for c in clauses]
+            whole, clause_logits, len(source.split()), [len(c.split()) for c in clauses]
         )
-        return self._second_stage.probabilities(features)[0]
+        return self._second_stage.probabilities(
+            with_steering_features(features[None, :], prepared)
+        )[0]
 
     def probabilities_batch(self, texts: Sequence[str], *, processes: int = 1) -> np.ndarray:
         """Probabilities of many messages, shape (n, routes).
@@ -358,10 +398,10 @@ class LocalRouteModel:
         """
         if processes > 1 and len(texts) >= PARALLEL_MIN_BATCH and self._path is not None:
             return _parallel_probabilities(self, list(texts), processes)
-        stripped = prepare_texts(texts, self._steering)
+        prepared = prepare_texts(texts, self._steering)
         if self._second_stage is None:
-            return self._scorer.probabilities_batch(stripped)
-        return self._second_stage.probabilities(second_stage_features(self._scorer, stripped))
+            return self._scorer.probabilities_batch([p.whole for p in prepared])
+        return self._second_stage.probabilities(second_stage_features(self._scorer, prepared))
 
     def score_batch(self, texts: Sequence[str], *, processes: int = 1) -> list[RouteScores]:
         probabilities = self.probabilities_batch(texts, processes=processes)

