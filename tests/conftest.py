@@ -14,6 +14,7 @@ without having run them.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import uuid
 from collections.abc import Iterator
@@ -22,12 +23,14 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from filelock import FileLock
 from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.engine import make_url
 
 from router.gateway.app import create_app
+from router.policy import load_policy
 from router.settings import PROJECT_ROOT, Settings, get_settings
-from router.training import TrainResult, train_local
+from router.training import MODEL_FILES, TrainResult, train_local
 
 POSTGRES_URL = os.environ.get(
     "SUPPORT_ROUTER_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -99,14 +102,27 @@ def any_db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 @pytest.fixture(scope="session")
-def trained(tmp_path_factory: pytest.TempPathFactory) -> TrainResult:
-    model_dir = tmp_path_factory.mktemp("models")
-    return train_local(
-        PROJECT_ROOT / "datasets" / "routes",
-        model_dir,
-        policy_path=model_dir / "policy.json",
-        steering_data=PROJECT_ROOT / "datasets" / "steering",
-    )
+def trained(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> TrainResult:
+    """The embedded model on the project's data, trained once per test run.
+
+    Under pytest-xdist the workers share one folder: the first to take the lock trains
+    (about two minutes), the others wait and load what it wrote.
+    """
+    base = tmp_path_factory.getbasetemp()
+    shared = base if worker_id == "master" else base.parent
+    model_dir = shared / "trained-model"
+    policy_path = model_dir / "policy.json"
+    with FileLock(shared / "trained-model.lock"):
+        if not policy_path.exists():  # written last by `train_local`
+            return train_local(
+                PROJECT_ROOT / "datasets" / "routes",
+                model_dir,
+                policy_path=policy_path,
+                steering_data=PROJECT_ROOT / "datasets" / "steering",
+            )
+    model_path = model_dir / MODEL_FILES["local"]
+    sha = hashlib.sha256(model_path.read_bytes()).hexdigest()
+    return TrainResult(model_path, policy_path, sha, load_policy(policy_path))
 
 
 @pytest.fixture

@@ -37,7 +37,7 @@ ODD_TEXTS = [
 
 @pytest.fixture(scope="module")
 def fitted() -> tuple:
-    train = select_split(ROWS, "train")
+    train = select_split(ROWS, "train")[::3]  # equality needs a real vocabulary, not all rows
     pipeline = build_pipeline(TrainOptions())
     pipeline.fit([r.text for r in train], label_indices([r.label for r in train]))
     fitted = artifact_from_fitted(
@@ -52,11 +52,11 @@ def fitted() -> tuple:
 
 def test_fast_path_equals_the_scikit_learn_pipeline(fitted: tuple) -> None:
     pipeline, scorer = fitted
-    texts = [r.text for r in ROWS] + ODD_TEXTS
+    texts = [r.text for r in ROWS[::2]] + ODD_TEXTS
     reference_logits = pipeline.decision_function(texts)
     fast_logits = np.array([scorer.logits(t) for t in texts])
     np.testing.assert_allclose(fast_logits, reference_logits, rtol=0, atol=1e-9)
-    fast_probabilities = np.array([softmax(scorer.logits(t)) for t in texts])
+    fast_probabilities = softmax(fast_logits, axis=1)
     np.testing.assert_allclose(fast_probabilities, pipeline.predict_proba(texts), rtol=0, atol=1e-9)
 
 
@@ -87,7 +87,7 @@ def test_fit_temperature_recovers_a_known_temperature() -> None:
 
 
 def test_same_data_gives_the_same_artifact(tmp_path: Path) -> None:
-    rows = ROWS[::16]  # determinism needs no more; the data grew fourfold
+    rows = ROWS[::32]  # determinism needs no more; the data grew eightfold
     args = ([r.text for r in rows], [r.label for r in rows])
     tags = [r.tags for r in rows]
     sha_a = save_artifact(train_artifact(*args, tags=tags, data_sha="x")[0], tmp_path / "a.json")
@@ -102,7 +102,7 @@ def test_cross_fitted_probabilities_are_out_of_fold() -> None:
     The final model, fitted on every row, gives its own training rows' labels clearly
     higher probability; out-of-fold probabilities must not look like that.
     """
-    rows = ROWS[::8]
+    rows = ROWS[::16]
     texts, labels = [r.text for r in rows], [r.label for r in rows]
     artifact, out_of_fold = train_artifact(texts, labels, tags=[r.tags for r in rows])
     in_sample = LocalRouteModel(artifact, "in-sample").probabilities_batch(texts)
@@ -142,17 +142,17 @@ def test_bad_artifacts_are_refused_with_a_clear_message(
 
 
 def test_second_stage_fast_path_equals_its_scikit_learn_pipeline() -> None:
-    from router.models.clauses import CLAUSE_FEATURES
+    from router.models.clauses import SECOND_STAGE_FEATURES
     from router.models.linear import SecondStage, second_stage_artifact
     from router.models.local import _second_stage_pipeline
 
     rng = np.random.default_rng(3)
-    width = len(CLAUSE_FEATURES)
+    width = len(SECOND_STAGE_FEATURES)
     features = rng.normal(size=(400, width)) * rng.uniform(0.1, 5, size=width)
     y = rng.integers(0, len(ROUTES), size=400)
     pipeline = _second_stage_pipeline(0.3).fit(features, y)
     spec = json.loads(
-        json.dumps(second_stage_artifact(pipeline, CLAUSE_FEATURES, temperature=1.0, meta={}))
+        json.dumps(second_stage_artifact(pipeline, SECOND_STAGE_FEATURES, temperature=1.0, meta={}))
     )
     stage = SecondStage(spec)
     np.testing.assert_allclose(

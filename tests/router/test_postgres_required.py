@@ -20,7 +20,9 @@ def _pytest_without_postgres(ci: str | None) -> subprocess.CompletedProcess[str]
     if ci is not None:
         env["CI"] = ci
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-ra", "-p", "no:cacheprovider", ONE_TEST],
+        # One test: no xdist workers (`-n 0`), whatever the project's addopts ask for.
+        [sys.executable, "-m", "pytest", "-q", "-ra", "-n", "0", "-p", "no:cacheprovider",
+         ONE_TEST],
         cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=300,
     )
 
