@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import os
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -35,6 +36,14 @@ from router.training import MODEL_FILES, TrainResult, train_local
 POSTGRES_URL = os.environ.get(
     "SUPPORT_ROUTER_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """pytest-xdist keys tests by node id: two tests sharing one would run only once."""
+    counts = Counter(item.nodeid for item in items)
+    shared = sorted(nodeid for nodeid, count in counts.items() if count > 1)
+    if shared:
+        raise pytest.UsageError(f"tests share a node id (give them ids): {shared[:5]}")
 
 
 def in_ci() -> bool:

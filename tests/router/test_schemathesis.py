@@ -21,8 +21,11 @@ import httpx
 import pytest
 import schemathesis
 import uvicorn
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
+from schemathesis.schemas import APIOperation
 from schemathesis.specs.openapi.checks import (
     response_schema_conformance,
     status_code_conformance,
@@ -118,10 +121,21 @@ def test_seeded_rows_conform(gateway_url: str, seeded_cases: list[str]) -> None:
         assert len(response.json()) == 1, path
 
 
-@schema.parametrize()
-@settings(max_examples=MAX_EXAMPLES, deadline=None, derandomize=True,
-          suppress_health_check=list(HealthCheck))
+# One test per operation with its own id (`schema.parametrize()` gives every operation the
+# same node id, and pytest-xdist, which keys tests by node id, would run only one of them).
+OPERATIONS = [result.ok() for result in schema.get_all_operations()]
+
+
+@pytest.mark.parametrize("operation", OPERATIONS, ids=lambda operation: operation.label)
 def test_gateway_conforms_to_its_own_openapi_schema(
-    case: schemathesis.Case, gateway_url: str, seeded_cases: list[str]
+    operation: APIOperation, gateway_url: str, seeded_cases: list[str]
 ) -> None:
-    case.call_and_validate(base_url=gateway_url, checks=CHECKS, timeout=10)
+    cases = st.one_of(*(operation.as_strategy(generation_mode=mode) for mode in GenerationMode))
+
+    @given(case=cases)
+    @settings(max_examples=MAX_EXAMPLES, deadline=None, derandomize=True, database=None,
+              suppress_health_check=list(HealthCheck))
+    def conforms(case: schemathesis.Case) -> None:
+        case.call_and_validate(base_url=gateway_url, checks=CHECKS, timeout=10)
+
+    conforms()
