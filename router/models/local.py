@@ -6,11 +6,12 @@ after it, every clause of the message is scored too and a small second-stage log
 regression over [whole-message logits + clause features] (`router.models.clauses`) and
 the steering detector's kept score gives the final probabilities (with its own
 temperature). The clauses come from the text the detector cut more loosely
-(`SteeringCut`), so a clause that looks like steering is not taken for a second request. Both stages are cross-fitted
-over the same rows (`train_artifact`), so every labelled row trains the linear model and
-the second stage only ever sees logits of rows the linear model did not fit. The second
-stage replaces the post-hoc two-request rule: it learns from held-out data how much a
-second confident intent, a one-word message or a low-confidence clause should count.
+(`SteeringCut`), so a clause that looks like steering is not taken for a second request.
+Both stages are cross-fitted over the same rows (`train_artifact`), so every labelled
+row trains the linear model and the second stage only ever sees logits of rows the linear
+model did not fit. The second stage replaces the post-hoc two-request rule: it learns
+from held-out data how much a second confident intent, a one-word message or a
+low-confidence clause should count.
 """
 
 from __future__ import annotations
