@@ -406,6 +406,12 @@ class LocalRouteModel:
             return self._scorer.probabilities_batch([p.whole for p in prepared])
         return self._second_stage.probabilities(second_stage_features(self._scorer, prepared))
 
+    def clear_word_caches(self) -> None:
+        """Forget every word seen, so the next messages cost what new words cost."""
+        self._scorer.space.clear_word_caches()
+        if self._steering is not None:
+            self._steering.space.clear_word_caches()
+
     def score_batch(self, texts: Sequence[str], *, processes: int = 1) -> list[RouteScores]:
         probabilities = self.probabilities_batch(texts, processes=processes)
         return [self._to_scores(row) for row in probabilities]
