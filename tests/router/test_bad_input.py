@@ -20,6 +20,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from router.gateway.app import create_app
+from router.gateway.limits import json_depth_exceeds
 from router.gateway.schemas import MAX_TEXT_CHARS
 from router.settings import Settings
 from tests.tables import row_counts
@@ -196,3 +197,17 @@ def test_brackets_inside_strings_do_not_count_as_depth(client: TestClient) -> No
     text = "[{" * MAX_DEPTH + ' \\" ' + "refund my kettle"
     response = client.post("/v1/route", json={"text": text})
     assert response.status_code == 200, response.text
+
+
+@pytest.mark.parametrize(
+    ("text", "max_depth", "exceeds"),
+    [
+        ("[" * 4 + "]" * 4, 3, True),
+        ("[" * 3 + "]" * 3, 3, False),
+        ("[" + "[]," * 50 + "[]]", 3, False),  # many brackets, two levels
+        ('{"a": "[[[[[[", "b": [[1]]}', 3, False),  # brackets in a string do not nest
+        ('{"a": "\\"[[[[", "b": [[[1]]]}', 3, True),  # an escaped quote ends no string
+    ],
+)
+def test_json_depth_counts_nesting_not_brackets(text: str, max_depth: int, exceeds: bool) -> None:
+    assert json_depth_exceeds(text, max_depth) is exceeds
