@@ -24,9 +24,6 @@ from scipy.sparse import csr_matrix
 
 _TOKEN = re.compile(r"(?u)\b\w\w+\b")
 WORD_CACHE_SIZE = 200_000
-# n-grams of the last words seen, shared by the blocks (`shared_word_char_ngrams`).
-RECENT_WORDS = 1024
-SHARED_MAX_N = 6  # the longest n-gram any block of this project reads (the detector's)
 _COLUMN_BYTES = 8  # columns are packed as int64
 FEW_TEXTS = 32  # up to this many texts, `TfidfSpace.logits_few` beats the sparse products
 
@@ -63,8 +60,7 @@ def word_ngrams(text: str, ngram_range: tuple[int, int] = (1, 2)) -> list[str]:
 
 
 def word_char_ngrams(word: str, ngram_range: tuple[int, int] = (2, 5)) -> list[str]:
-    """char_wb n-grams of one whitespace-free word, padded with a space on each side,
-    shortest first."""
+    """char_wb n-grams of one whitespace-free word, padded with a space on each side."""
     min_n, max_n = ngram_range
     padded = f" {word} "
     length = len(padded)
@@ -73,31 +69,8 @@ def word_char_ngrams(word: str, ngram_range: tuple[int, int] = (2, 5)) -> list[s
         if length <= n:  # a short word counts once, as scikit-learn does
             grams.append(padded)
             break
-        grams += [padded[offset : offset + n] for offset in range(length - n + 1)]
+        grams.extend(padded[offset : offset + n] for offset in range(length - n + 1))
     return grams
-
-
-@lru_cache(maxsize=RECENT_WORDS)
-def _recent_word_ngrams(word: str, min_n: int) -> list[str]:
-    return word_char_ngrams(word, (min_n, SHARED_MAX_N))
-
-
-def shared_word_char_ngrams(word: str, ngram_range: tuple[int, int]) -> list[str]:
-    """`word_char_ngrams`, cut from one list shared by every block that reads the word.
-
-    The steering detector (2–6-grams) cuts a message's words just before the linear model
-    (2–5-grams) does. Its list, ordered by length, holds the linear model's as a prefix:
-    the second block takes that prefix instead of slicing the word again, and its
-    strings' hashes, computed by the first block's lookups, are already cached.
-    """
-    min_n, max_n = ngram_range
-    if max_n > SHARED_MAX_N:
-        return word_char_ngrams(word, ngram_range)
-    grams = _recent_word_ngrams(word, min_n)
-    end = len(grams)
-    while end and len(grams[end - 1]) > max_n:
-        end -= 1
-    return grams if end == len(grams) else grams[:end]
 
 
 class TfidfBlock:
@@ -116,8 +89,9 @@ class TfidfBlock:
         self._word_columns = lru_cache(maxsize=WORD_CACHE_SIZE)(self._uncached_word_columns)
 
     def _uncached_word_columns(self, word: str) -> bytes:
-        found = map(self.vocabulary.get, shared_word_char_ngrams(word, self.ngram_range))
-        return _pack([column for column in found if column is not None])
+        vocabulary = self.vocabulary
+        grams = word_char_ngrams(word, self.ngram_range)
+        return _pack([vocabulary[g] for g in grams if g in vocabulary])
 
     def clear_word_cache(self) -> None:
         self._word_columns.cache_clear()
@@ -237,7 +211,6 @@ class TfidfSpace:
         """Forget every word seen: `bench/local_model.py` times words never seen too."""
         for block in self.blocks:
             block.clear_word_cache()
-        _recent_word_ngrams.cache_clear()
 
     def logits_few(self, weights: np.ndarray, preprocessed: Sequence[str]) -> np.ndarray:
         """`features @ weights` of a handful of texts, shape (n, weights.shape[1]).
