@@ -3,11 +3,10 @@
     python bench/local_model.py [--repeat 5]
 
 Prints single-message p50/p99 (fast path and scikit-learn), their ratio, and batch
-throughput. The fast path is timed twice per repeat: first with its word caches emptied
-(every word of the held-out messages is new to it, as for a gateway worker that has just
-started, or under load from messages it has not seen), then again with them full. Batch
-throughput is measured in one process and over a pool of worker processes
-(`--processes`, default 2). Figures are medians over repeats; nothing is asserted.
+throughput. The fast path keeps no per-word cache, so a message of words it has never
+seen costs what any other does. Batch throughput is measured in one process and over a
+pool of worker processes (`--processes`, default 2). Figures are medians over repeats;
+nothing is asserted.
 """
 
 from __future__ import annotations
@@ -69,22 +68,15 @@ def main() -> None:
         model = LocalRouteModel.load(args.model)
     train = select_split(rows, "train")
     pipeline = build_pipeline(TrainOptions())
-    pipeline.fit(
-        [prepare_text(r.text) for r in train], label_indices([r.label for r in train])
-    )
+    pipeline.fit([prepare_text(r.text) for r in train], label_indices([r.label for r in train]))
 
     fast_p50, fast_p99, sk_p50, ratio, batch_rate = [], [], [], [], []
-    first_p50, first_p99 = [], []
     parallel_rate: list[float] = []
     batch = held_out * max(1, 20000 // len(held_out))
     start = time.perf_counter()
     model.score_batch(batch[:PARALLEL_MIN_BATCH], processes=args.processes)
     pool_start = time.perf_counter() - start
     for _ in range(args.repeat):
-        model.clear_word_caches()
-        first = _per_call_ms(model.score, held_out)
-        first_p50.append(np.percentile(first, 50))
-        first_p99.append(np.percentile(first, 99))
         fast = _per_call_ms(model.score, held_out)
         slow = _per_call_ms(lambda t: pipeline.predict_proba([prepare_text(t)]), held_out)
         fast_p50.append(np.percentile(fast, 50))
@@ -107,10 +99,6 @@ def main() -> None:
     )
     print(
         f"fast path single message:   p50 {median(fast_p50):.3f} ms   p99 {median(fast_p99):.3f} ms"
-    )
-    print(
-        f"same, first sight of every word (word caches emptied): p50 "
-        f"{median(first_p50):.3f} ms   p99 {median(first_p99):.3f} ms"
     )
     print(f"scikit-learn pipeline:      p50 {median(sk_p50):.3f} ms")
     print(f"pipeline / fast path (p50): {median(ratio):.1f}x")

@@ -129,29 +129,20 @@ class LinearRouteScorer:
 
     def logits(self, text: str, dense: np.ndarray | None = None) -> np.ndarray:
         """Raw decision function (before temperature) for one already-stripped text."""
-        return self.logits_few([text])[0] + self._dense_logits(dense)
-
-    def logits_few(self, texts: Sequence[str]) -> np.ndarray:
-        """Raw decision function (no dense columns) of a handful of texts, shape (n, classes).
-
-        For one message and its clauses (`TfidfSpace.logits_few`), instead of a scipy
-        sparse matrix (`logits_batch`), whose set-up costs more than a few texts take.
-        """
-        preprocessed = [preprocess(text) for text in texts]
-        return self.intercept + self.space.logits_few(self.weights, preprocessed)
+        return self.sparse_logits([text])[0] + self._dense_logits(dense)
 
     def logits_batch(self, texts: Sequence[str], dense: np.ndarray | None = None) -> np.ndarray:
-        """Raw decision function of many texts, shape (n, classes), via sparse products."""
-        return self.sparse_logits_batch(texts) + self._dense_logits(dense)
+        """Raw decision function of many texts, shape (n, classes)."""
+        return self.sparse_logits(texts) + self._dense_logits(dense)
 
-    def sparse_logits_batch(self, texts: Sequence[str]) -> np.ndarray:
+    def sparse_logits(self, texts: Sequence[str]) -> np.ndarray:
         """The TF-IDF part of the decision function only (no dense columns), shape (n, classes).
 
         Equal to `logits_batch` for a model without dense features; for the e5 model it
         scores clauses without embedding each of them.
         """
         preprocessed = [preprocess(text) for text in texts]
-        return self.intercept + self.space.logits_batch(self.weights, preprocessed)
+        return self.intercept + self.space.logits(self.weights, preprocessed)
 
     def _dense_logits(self, dense: np.ndarray | None) -> np.ndarray | float:
         if self.dense_weights is None:

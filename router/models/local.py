@@ -337,7 +337,7 @@ def second_stage_features(
         whole, clause_logits = logits[: len(stripped)], logits[len(stripped) :]
     else:
         whole = scorer.logits_batch(stripped, dense)
-        clause_logits = scorer.sparse_logits_batch(clauses)
+        clause_logits = scorer.sparse_logits(clauses)
     clause_part = clause_features_batch(
         whole, clause_logits, clause_counts, token_counts, [len(c.split()) for c in clauses]
     )
@@ -382,7 +382,7 @@ class LocalRouteModel:
             return self._scorer.probabilities(prepared[0].whole)
         source = prepared[0].clause_source
         clauses = split_clauses(source)
-        logits = self._scorer.logits_few([prepared[0].whole, *clauses])
+        logits = self._scorer.sparse_logits([prepared[0].whole, *clauses])
         whole, clause_logits = logits[0], logits[1:]
         features = clause_features(
             whole, clause_logits, len(source.split()), [len(c.split()) for c in clauses]
@@ -405,12 +405,6 @@ class LocalRouteModel:
         if self._second_stage is None:
             return self._scorer.probabilities_batch([p.whole for p in prepared])
         return self._second_stage.probabilities(second_stage_features(self._scorer, prepared))
-
-    def clear_word_caches(self) -> None:
-        """Forget every word seen, so the next messages cost what new words cost."""
-        self._scorer.space.clear_word_caches()
-        if self._steering is not None:
-            self._steering.space.clear_word_caches()
 
     def score_batch(self, texts: Sequence[str], *, processes: int = 1) -> list[RouteScores]:
         probabilities = self.probabilities_batch(texts, processes=processes)

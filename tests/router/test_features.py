@@ -1,9 +1,14 @@
 from __future__ import annotations
 
+import numpy as np
 import pytest
-from sklearn.feature_extraction.text import TfidfVectorizer
+from scipy.sparse import csr_matrix
+from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
 
-from router.models.features import word_char_ngrams
+from calibration.data import load_labelled
+from router.models.features import TfidfBlock, preprocess, word_char_ngrams
+from router.models.ngram_table import CharNgramTable
+from router.settings import PROJECT_ROOT
 
 WORDS = ["a", "ab", "abc", "abcd", "abcde", "abcdef", "abcdefg", "remboursement", "ёлка"]
 
@@ -14,3 +19,65 @@ def test_word_char_ngrams_equal_scikit_learns_char_wb(ngram_range: tuple[int, in
     analyzer = TfidfVectorizer(analyzer="char_wb", ngram_range=ngram_range).build_analyzer()
     for word in WORDS:
         assert word_char_ngrams(word, ngram_range) == analyzer(word), word
+
+
+TEXTS = [
+    "",
+    "   ",
+    "a",
+    "refund my order please",
+    "  lots   of\tspaces\n\nand lines  ",
+    "no\u00a0break\u2003em\u3000ideographic\x1cseparator",
+    "ёлка rückerstattung contraseña 返金 😀 ᴀᴄᴄᴏᴜɴᴛ",
+    "x" * 300,
+    "emoji🙂glued to words, and punctuation!!! ???",
+]
+
+
+def _block_and_vectorizer(
+    ngram_range: tuple[int, int], texts: list[str]
+) -> tuple[TfidfBlock, TfidfVectorizer]:
+    vectorizer = TfidfVectorizer(
+        analyzer="char_wb", ngram_range=ngram_range, strip_accents="unicode", sublinear_tf=True
+    ).fit(texts)
+    terms = sorted(vectorizer.vocabulary_, key=vectorizer.vocabulary_.__getitem__)
+    return TfidfBlock("char_wb", ngram_range, terms, vectorizer.idf_), vectorizer
+
+
+def _assert_counts_equal(block: TfidfBlock, vectorizer: TfidfVectorizer, texts: list[str]) -> None:
+    columns, lengths = block.columns([preprocess(t) for t in texts])
+    indptr = np.concatenate([[0], np.cumsum(lengths)])
+    ours = csr_matrix(
+        (np.ones(len(columns)), columns, indptr), shape=(len(texts), block.n_features)
+    )
+    ours.sum_duplicates()
+    counter = CountVectorizer(
+        analyzer="char_wb",
+        ngram_range=vectorizer.ngram_range,
+        strip_accents="unicode",
+        vocabulary=vectorizer.vocabulary_,
+    )
+    theirs = counter.transform(texts)
+    assert ours.nnz > 0
+    assert (ours != theirs).nnz == 0
+
+
+@pytest.mark.parametrize("ngram_range", [(2, 5), (2, 6), (1, 3), (4, 6)], ids=str)
+def test_block_columns_count_what_scikit_learn_counts(ngram_range: tuple[int, int]) -> None:
+    """The compiled table (and, for (4, 6), which it cannot key, the dict) finds every
+    n-gram scikit-learn counts, whitespace of every kind and unknown characters included."""
+    rows = load_labelled(PROJECT_ROOT / "datasets" / "routes")
+    fitted_on = [r.text for r in rows[::7]] + TEXTS
+    block, vectorizer = _block_and_vectorizer(ngram_range, fitted_on)
+    assert (block._table is not None) == (ngram_range[0] <= 3)
+    _assert_counts_equal(block, vectorizer, [r.text for r in rows[3::11]] + TEXTS + ["zz \u2603"])
+
+
+def test_a_vocabulary_too_large_to_key_falls_back_to_the_dict() -> None:
+    """Keys need bits per character × max_n ≤ 63: 3,000 distinct characters need 12 bits,
+    so 6-grams do not fit; the block still counts exactly."""
+    texts = ["".join(chr(0x4E00 + i + k) for k in range(4)) for i in range(0, 3000, 2)]
+    assert not CharNgramTable.usable(texts, (2, 6))
+    block, vectorizer = _block_and_vectorizer((2, 6), texts)
+    assert block._table is None
+    _assert_counts_equal(block, vectorizer, texts[:50] + ["一丁 丂七"])

@@ -69,7 +69,7 @@ def test_a_message_and_its_clauses_scored_together_equal_one_at_a_time(fitted: t
         stripped = prepare_text(text)
         group = [stripped, *split_clauses(stripped), ""]
         one_at_a_time = np.array([scorer.logits(t) for t in group])
-        np.testing.assert_allclose(scorer.logits_few(group), one_at_a_time, rtol=0, atol=1e-9)
+        np.testing.assert_allclose(scorer.sparse_logits(group), one_at_a_time, rtol=0, atol=1e-9)
 
 
 def test_temperature_is_applied_to_the_logits(fitted: tuple) -> None:
