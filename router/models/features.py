@@ -125,12 +125,20 @@ class TfidfSpace:
         self.n_features = int(self.offsets[-1])
         self.idf = np.concatenate([block.idf for block in self.blocks]) if sizes else np.zeros(0)
 
-    def logits(self, weights: np.ndarray, preprocessed: Sequence[str]) -> np.ndarray:
-        """`features @ weights` of any number of texts, shape (n, weights.shape[1])."""
+    def scoring_table(self, weights: np.ndarray) -> np.ndarray:
+        """Each column's idf and weights side by side, one row per column: what `logits`
+        reads. A row is one memory fetch instead of two (idf, weights) per n-gram."""
+        if len(weights) != self.n_features:
+            raise ValueError("weights do not match this vocabulary")
+        return np.ascontiguousarray(np.column_stack([self.idf, weights]))
+
+    def logits(self, table: np.ndarray, preprocessed: Sequence[str]) -> np.ndarray:
+        """`features @ weights` of any number of texts, shape (n, table.shape[1] - 1), for a
+        `scoring_table(weights)`."""
         if len(preprocessed) > CHUNK_TEXTS:
             return np.vstack(
                 [
-                    self.logits(weights, preprocessed[start : start + CHUNK_TEXTS])
+                    self.logits(table, preprocessed[start : start + CHUNK_TEXTS])
                     for start in range(0, len(preprocessed), CHUNK_TEXTS)
                 ]
             )
@@ -141,6 +149,5 @@ class TfidfSpace:
             np.concatenate([lengths for _, lengths in found]),
             len(preprocessed),
             self.offsets,
-            self.idf,
-            weights,
+            table,
         )

@@ -116,7 +116,7 @@ class LinearRouteScorer:
         self.space = TfidfSpace(artifact["blocks"])
         offset = self.space.n_features
         # One row per feature, so gathering a message's few hundred features is cheap.
-        self.weights = np.ascontiguousarray(coef[:, :offset].T)
+        self.table = self.space.scoring_table(coef[:, :offset].T)
         self.dense = artifact.get("dense")
         self.dense_weights: np.ndarray | None = None
         if self.dense:
@@ -142,7 +142,7 @@ class LinearRouteScorer:
         scores clauses without embedding each of them.
         """
         preprocessed = [preprocess(text) for text in texts]
-        return self.intercept + self.space.logits(self.weights, preprocessed)
+        return self.intercept + self.space.logits(self.table, preprocessed)
 
     def _dense_logits(self, dense: np.ndarray | None) -> np.ndarray | float:
         if self.dense_weights is None:

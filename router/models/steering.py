@@ -185,9 +185,10 @@ class SteeringDetector:
         segment = spec["segment"]
         self.intercept = float(segment["intercept"])
         self.space = TfidfSpace(segment["blocks"])
-        self.weights = np.asarray(segment["coef"], dtype=float)[:, None]
-        if len(self.weights) != self.space.n_features:
+        weights = np.asarray(segment["coef"], dtype=float)[:, None]
+        if len(weights) != self.space.n_features:
             raise ArtifactError("steering detector weights do not match its vocabulary")
+        self.table = self.space.scoring_table(weights)
         context = spec["context"]
         if list(context["features"]) != list(CONTEXT_FEATURES):
             raise ArtifactError(
@@ -202,7 +203,7 @@ class SteeringDetector:
         if not segments:
             return np.zeros(0)
         preprocessed = [preprocess(_segment_text(s)) for s in segments]
-        return _sigmoid(self.intercept + self.space.logits(self.weights, preprocessed)[:, 0])
+        return _sigmoid(self.intercept + self.space.logits(self.table, preprocessed)[:, 0])
 
     def probabilities(self, segments: Sequence[str], counts: Sequence[int]) -> np.ndarray:
         """Stage 2: P(steering) of each segment in its message (`counts` per message)."""

@@ -22,17 +22,17 @@ def tfidf_logits(
     lengths: np.ndarray,
     n_texts: int,
     block_offsets: np.ndarray,
-    idf: np.ndarray,
-    weights: np.ndarray,
+    table: np.ndarray,
 ) -> np.ndarray:
-    """`features @ weights` of `n_texts` texts, shape (n_texts, weights.shape[1]).
+    """`features @ weights` of `n_texts` texts, shape (n_texts, table.shape[1] - 1).
 
     `columns` holds block-local vocabulary columns of every n-gram occurrence (repeats
     kept) in pieces, block-major (piece = block * n_texts + text), `lengths` how many
-    belong to each piece; `block_offsets[b]` is block b's first column in `idf` and
-    `weights`. Each piece is one block of one text, normalised on its own.
+    belong to each piece; `block_offsets[b]` is block b's first row in `table`, whose
+    row c is column c's idf and then its weights. Each piece is one block of one text,
+    normalised on its own.
     """
-    n_outputs = weights.shape[1]
+    n_outputs = table.shape[1] - 1
     out = np.zeros((n_texts, n_outputs))
     start = 0
     for piece in range(len(lengths)):
@@ -50,7 +50,7 @@ def tfidf_logits(
                 j = i + 1
                 while j < len(ordered) and ordered[j] == ordered[i]:
                     j += 1
-                value = (1.0 + math.log(j - i)) * idf[ordered[i]]
+                value = (1.0 + math.log(j - i)) * table[ordered[i], 0]
                 distinct[found] = ordered[i]
                 values[found] = value
                 squares += value * value
@@ -61,6 +61,6 @@ def tfidf_logits(
                 scaled = values[k] / norm
                 row = distinct[k]
                 for output in range(n_outputs):
-                    out[text, output] += scaled * weights[row, output]
+                    out[text, output] += scaled * table[row, output + 1]
         start = end
     return out
