@@ -78,13 +78,17 @@ class TfidfBlock:
             raise ValueError(f"unsupported analyzer {analyzer!r}")
         self.analyzer = analyzer
         self.ngram_range = ngram_range
-        self.vocabulary = {term: column for column, term in enumerate(terms)}
         self.idf = idf
         self.n_features = len(terms)
         self._table = (
             CharNgramTable(terms, ngram_range)
             if analyzer == "char_wb" and CharNgramTable.usable(terms, ngram_range)
             else None
+        )
+        # The dict (a string per term, hundreds of thousands) only where the compiled
+        # table cannot answer.
+        self.vocabulary = (
+            {} if self._table is not None else {term: column for column, term in enumerate(terms)}
         )
 
     def columns(self, preprocessed: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
