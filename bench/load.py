@@ -665,9 +665,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--soak-workers", type=int, default=1)
     parser.add_argument(
         "--soak-warmup-s", type=float, default=60.0,
-        help="load before the first memory sample, so caches sized by the input (the "
-        "per-word n-gram cache, SQLAlchemy's statement cache) are full: flat memory is "
-        "about steady state")
+        help="load before the first memory sample, so caches sized by the input "
+        "(SQLAlchemy's statement cache, numba's compiled kernels) are full: flat memory "
+        "is about steady state")
     parser.add_argument("--generator", default="auto", choices=["auto", "wrk", "python"])
     parser.add_argument("--no-install", action="store_true", help="never apt-get wrk")
     parser.add_argument("--baseline-ref", default=None,

