@@ -17,7 +17,6 @@ from pathlib import Path
 import numpy as np
 from joblib import Parallel, delayed
 from scipy.sparse import csr_matrix, hstack
-from scipy.special import softmax
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import StratifiedKFold
 from sklearn.pipeline import FeatureUnion
@@ -37,8 +36,8 @@ from router.models.local import (
     CROSS_FIT_FOLDS,
     PreparedText,
     TrainOptions,
+    add_second_stage,
     build_pipeline,
-    fit_second_stage,
     fit_temperature,
     label_indices,
     prepare_texts,
@@ -115,13 +114,7 @@ def train_e5_artifact(
         },
         dense=_dense_spec(dense.shape[1], scale, identity),
     )
-    linear_accuracy = float(np.mean(whole_logits.argmax(axis=1) == y))
-    artifact["second_stage"], probabilities = fit_second_stage(
-        features, y, baseline_accuracy=linear_accuracy
-    )
-    if probabilities is None:
-        probabilities = softmax(whole_logits / artifact["temperature"], axis=1)
-    return artifact, probabilities
+    return artifact, add_second_stage(artifact, features, y)
 
 
 def _fit(

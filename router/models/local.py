@@ -203,13 +203,20 @@ def train_artifact(
         },
     )
     artifact["steering"] = detector
+    return artifact, add_second_stage(artifact, features, y)
+
+
+def add_second_stage(artifact: dict, features: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Fit the second stage on out-of-fold `features` into `artifact` (None when it does not
+    beat the linear model); the out-of-fold probabilities of whichever stage scores last."""
+    whole_logits = features[:, : len(ROUTES)]  # merged over routes (`clause_features`)
     linear_accuracy = float(np.mean(whole_logits.argmax(axis=1) == y))
     artifact["second_stage"], probabilities = fit_second_stage(
         features, y, baseline_accuracy=linear_accuracy
     )
     if probabilities is None:
         probabilities = softmax(whole_logits / artifact["temperature"], axis=1)
-    return artifact, probabilities
+    return probabilities
 
 
 def _out_of_fold_features(
