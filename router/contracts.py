@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Route = Literal["refund", "account", "other", "unclear"]
@@ -63,6 +64,29 @@ class RouteScores(BaseModel):
             choice=choice,
             confidence=choice_confidence(probs[choice], len(ROUTES)),
         )
+
+    @classmethod
+    def from_probability_rows(cls, model: str, rows: np.ndarray) -> list[RouteScores]:
+        """`from_probabilities` of each row of an (n, len(ROUTES)) matrix, columns in
+        `ROUTES` order: the same numbers, with the arithmetic done once for the batch
+        (a batch of 20,000 spent a fifth of its time here, row by row)."""
+        rows = np.asarray(rows, dtype=float)
+        normalised = rows / rows.sum(axis=1, keepdims=True)
+        best = normalised.argmax(axis=1)  # the first maximum, as `max` takes
+        floor = 1.0 / len(ROUTES)
+        p_max = normalised[np.arange(len(rows)), best]
+        confidence = np.clip((p_max - floor) / (1.0 - floor), 0.0, 1.0)
+        return [
+            cls.model_construct(
+                model=model,
+                probabilities=dict(zip(ROUTES, row, strict=True)),
+                choice=ROUTES[choice],
+                confidence=conf,
+            )
+            for row, choice, conf in zip(
+                normalised.tolist(), best.tolist(), confidence.tolist(), strict=True
+            )
+        ]
 
 
 DecisionReason = str

@@ -228,7 +228,4 @@ class E5RouteModel:
         else:
             features = second_stage_features(self._scorer, prepared, dense)
             probabilities = self._second_stage.probabilities(features)
-        return [
-            RouteScores.from_probabilities(self._name, dict(zip(ROUTES, row.tolist(), strict=True)))
-            for row in probabilities
-        ]
+        return RouteScores.from_probability_rows(self._name, probabilities)

@@ -20,6 +20,7 @@ import numpy as np
 
 from router.models.ngram_table import CharNgramTable
 from router.models.tfidf_kernel import tfidf_logits
+from router.models.word_table import WordNgramTable
 
 _TOKEN = re.compile(r"(?u)\b\w\w+\b")
 CHUNK_TEXTS = 1024  # texts per compiled call: bounds the n-gram buffer of a large batch
@@ -80,11 +81,11 @@ class TfidfBlock:
         self.ngram_range = ngram_range
         self.idf = idf
         self.n_features = len(terms)
-        self._table = (
-            CharNgramTable(terms, ngram_range)
-            if analyzer == "char_wb" and CharNgramTable.usable(terms, ngram_range)
-            else None
-        )
+        self._table: CharNgramTable | WordNgramTable | None = None
+        if analyzer == "char_wb" and CharNgramTable.usable(terms, ngram_range):
+            self._table = CharNgramTable(terms, ngram_range)
+        elif analyzer == "word" and WordNgramTable.usable(ngram_range):
+            self._table = WordNgramTable(terms)
         # The dict (a string per term, hundreds of thousands) only where the compiled
         # table cannot answer.
         self.vocabulary = (

@@ -414,8 +414,9 @@ class LocalRouteModel:
         return self._second_stage.probabilities(second_stage_features(self._scorer, prepared))
 
     def score_batch(self, texts: Sequence[str], *, processes: int = 1) -> list[RouteScores]:
-        probabilities = self.probabilities_batch(texts, processes=processes)
-        return [self._to_scores(row) for row in probabilities]
+        return RouteScores.from_probability_rows(
+            self._name, self.probabilities_batch(texts, processes=processes)
+        )
 
     def _to_scores(self, probabilities: np.ndarray) -> RouteScores:
         probs = dict(zip(ROUTES, probabilities.tolist(), strict=True))

@@ -6,6 +6,11 @@ on a 2-core machine, almost all of it per-call overhead, twice per message (the 
 detector, then the route model). Compiled, the same arithmetic is a few microseconds.
 The work itself is what scikit-learn's pipeline does: count each column in a text,
 sublinear tf times idf, l2-normalise each block of each text, multiply by the weights.
+
+Occurrences are counted in a small open-addressing table sized to the longest piece, not
+by sorting each piece: sorting was three quarters of the kernel's time (12 → 3 µs per
+message over the test split's whole texts), and the table needs no state between calls,
+so threads may score at once.
 """
 
 from __future__ import annotations
@@ -14,6 +19,9 @@ import math
 
 import numpy as np
 from numba import njit
+
+_GOLDEN = -7046029254386353131  # 0x9E3779B97F4A7C15 as int64: Fibonacci hashing
+_EMPTY = -1  # no column is negative
 
 
 @njit(cache=True, nogil=True)
@@ -34,33 +42,44 @@ def tfidf_logits(
     """
     n_outputs = table.shape[1] - 1
     out = np.zeros((n_texts, n_outputs))
+    slot_bits = 4
+    while len(lengths) and (1 << slot_bits) < 2 * lengths.max():  # at most half full
+        slot_bits += 1
+    mask = (1 << slot_bits) - 1
+    slot_rows = np.full(mask + 1, _EMPTY, dtype=np.int64)
+    slot_counts = np.zeros(mask + 1, dtype=np.int64)
+    used = np.empty(mask + 1, dtype=np.int64)  # the slots this piece filled, in order
+    piece_logits = np.empty(n_outputs)
     start = 0
     for piece in range(len(lengths)):
         end = start + lengths[piece]
         if end > start:
-            text = piece % n_texts
             offset = block_offsets[piece // n_texts]
-            ordered = np.sort(columns[start:end]) + offset
-            distinct = np.empty(end - start, dtype=np.int64)
-            values = np.empty(end - start)
             found = 0
+            for i in range(start, end):
+                row = columns[i] + offset
+                slot = ((row * _GOLDEN) >> (64 - slot_bits)) & mask
+                while slot_rows[slot] != _EMPTY and slot_rows[slot] != row:
+                    slot = (slot + 1) & mask
+                if slot_rows[slot] == _EMPTY:
+                    slot_rows[slot] = row
+                    used[found] = slot
+                    found += 1
+                slot_counts[slot] += 1
             squares = 0.0
-            i = 0
-            while i < len(ordered):
-                j = i + 1
-                while j < len(ordered) and ordered[j] == ordered[i]:
-                    j += 1
-                value = (1.0 + math.log(j - i)) * table[ordered[i], 0]
-                distinct[found] = ordered[i]
-                values[found] = value
-                squares += value * value
-                found += 1
-                i = j
-            norm = math.sqrt(squares)
+            piece_logits[:] = 0.0
             for k in range(found):
-                scaled = values[k] / norm
-                row = distinct[k]
+                slot = used[k]
+                row = slot_rows[slot]
+                value = (1.0 + math.log(slot_counts[slot])) * table[row, 0]
+                slot_rows[slot] = _EMPTY  # leave the table empty for the next piece
+                slot_counts[slot] = 0
+                squares += value * value
                 for output in range(n_outputs):
-                    out[text, output] += scaled * table[row, output + 1]
+                    piece_logits[output] += value * table[row, output + 1]
+            norm = math.sqrt(squares)
+            text = piece % n_texts
+            for output in range(n_outputs):
+                out[text, output] += piece_logits[output] / norm
         start = end
     return out

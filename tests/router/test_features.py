@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import re
+import sys
+
 import numpy as np
 import pytest
 from scipy.sparse import csr_matrix
@@ -8,6 +11,7 @@ from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
 from calibration.data import load_labelled
 from router.models.features import TfidfBlock, preprocess, word_char_ngrams
 from router.models.ngram_table import CharNgramTable
+from router.models.word_table import word_characters
 from router.settings import PROJECT_ROOT
 
 WORDS = ["a", "ab", "abc", "abcd", "abcde", "abcdef", "abcdefg", "remboursement", "ёлка"]
@@ -35,13 +39,13 @@ TEXTS = [
 
 
 def _block_and_vectorizer(
-    ngram_range: tuple[int, int], texts: list[str]
+    ngram_range: tuple[int, int], texts: list[str], analyzer: str = "char_wb"
 ) -> tuple[TfidfBlock, TfidfVectorizer]:
     vectorizer = TfidfVectorizer(
-        analyzer="char_wb", ngram_range=ngram_range, strip_accents="unicode", sublinear_tf=True
+        analyzer=analyzer, ngram_range=ngram_range, strip_accents="unicode", sublinear_tf=True
     ).fit(texts)
     terms = sorted(vectorizer.vocabulary_, key=vectorizer.vocabulary_.__getitem__)
-    return TfidfBlock("char_wb", ngram_range, terms, vectorizer.idf_), vectorizer
+    return TfidfBlock(analyzer, ngram_range, terms, vectorizer.idf_), vectorizer
 
 
 def _assert_counts_equal(block: TfidfBlock, vectorizer: TfidfVectorizer, texts: list[str]) -> None:
@@ -52,7 +56,7 @@ def _assert_counts_equal(block: TfidfBlock, vectorizer: TfidfVectorizer, texts: 
     )
     ours.sum_duplicates()
     counter = CountVectorizer(
-        analyzer="char_wb",
+        analyzer=vectorizer.analyzer,
         ngram_range=vectorizer.ngram_range,
         strip_accents="unicode",
         vocabulary=vectorizer.vocabulary_,
@@ -81,3 +85,32 @@ def test_a_vocabulary_too_large_to_key_falls_back_to_the_dict() -> None:
     block, vectorizer = _block_and_vectorizer((2, 6), texts)
     assert block._table is None
     _assert_counts_equal(block, vectorizer, texts[:50] + ["一丁 丂七"])
+
+
+WORD_TEXTS = [
+    "snake_case ids_like_this and x y z single letters between words",
+    "digits 42 and ²³ superscripts, ½ fractions, ٣٤ arabic-indic",
+    "ёлка rückerstattung contraseña 返金 😀 glued🙂words",
+    "the the the the repeated the the",
+    "a b c",
+    "never seen before: zyxwvut qwertyuiop then refund please",
+]
+
+
+@pytest.mark.parametrize("ngram_range", [(1, 2), (1, 1), (1, 3)], ids=str)
+def test_word_block_columns_count_what_scikit_learn_counts(ngram_range: tuple[int, int]) -> None:
+    """The compiled word table ((1, 1) and (1, 2)) and the dict ((1, 3)) find every word
+    n-gram scikit-learn counts: a pair with a word the vocabulary lacks is no term, and a
+    one-character word between two words is no token, so those two form a pair."""
+    rows = load_labelled(PROJECT_ROOT / "datasets" / "routes")
+    fitted_on = [r.text for r in rows[::7]] + TEXTS + WORD_TEXTS[:4]
+    block, vectorizer = _block_and_vectorizer(ngram_range, fitted_on, analyzer="word")
+    assert (block._table is not None) == (ngram_range[1] <= 2)
+    _assert_counts_equal(block, vectorizer, [r.text for r in rows[5::11]] + TEXTS + WORD_TEXTS)
+
+
+def test_word_characters_are_what_re_calls_word_characters() -> None:
+    is_word = word_characters()
+    word = re.compile(r"\w")
+    assert len(is_word) == sys.maxunicode + 1
+    assert [p for p in range(sys.maxunicode + 1) if bool(word.match(chr(p))) != is_word[p]] == []

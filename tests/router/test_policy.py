@@ -2,9 +2,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from router.contracts import Calibrator, Policy, PolicyModel, RouteScores
+from router.contracts import ROUTES, Calibrator, Policy, PolicyModel, RouteScores
 from router.errors import ArtifactError
 from router.policy import apply_calibrator, decide, load_policy, save_policy
 
@@ -24,6 +25,24 @@ def test_confidence_is_typesafe_choice_confidence() -> None:
     # (p_max - 1/n) / (1 - 1/n) with n = 4: (0.7 - 0.25) / 0.75 = 0.6
     assert _scores(0.7, 0.1, 0.1, 0.1).confidence == pytest.approx(0.6)
     assert _scores(0.25, 0.25, 0.25, 0.25).confidence == pytest.approx(0.0)
+
+
+def test_scores_of_a_batch_equal_scores_row_by_row() -> None:
+    """Ties go to the first route, unnormalised rows are normalised, as one by one."""
+    rng = np.random.default_rng(3)
+    rows = np.vstack(
+        [
+            rng.dirichlet([0.3] * len(ROUTES), size=2_000),
+            [[0.25] * 4, [0.4, 0.4, 0.1, 0.1], [0.0, 0.0, 0.5, 0.5], [2.0, 1.0, 1.0, 0.0]],
+        ]
+    )
+    batch = RouteScores.from_probability_rows("m", rows)
+    one_by_one = [
+        RouteScores.from_probabilities("m", dict(zip(ROUTES, row, strict=True)))
+        for row in rows.tolist()
+    ]
+    assert batch == one_by_one
+    assert [s.choice for s in batch[-4:]] == ["refund", "refund", "other", "refund"]
 
 
 @pytest.mark.parametrize(
