@@ -5,7 +5,8 @@ pipeline do (lowercase, unicode accent stripping, word 1–2-grams with the defa
 pattern, char_wb 2–5-grams, sublinear tf, idf, l2 norm per block), so a single message is
 scored in microseconds instead of paying scikit-learn's per-call overhead. The test suite
 proves the two agree to 1e-9. The per-n-gram work is compiled: char_wb lookups in
-`router.models.ngram_table`, the TF-IDF arithmetic in `router.models.tfidf_kernel`.
+`router.models.ngram_table`, word 1–2-gram lookups in `router.models.word_table`, the
+TF-IDF arithmetic in `router.models.tfidf_kernel`.
 """
 
 from __future__ import annotations
@@ -102,7 +103,8 @@ class TfidfBlock:
         return np.fromiter((c for f in found for c in f), dtype=np.int64), lengths
 
     def _python_columns(self, text: str) -> list[int]:
-        """Word n-grams, and char_wb n-grams of a block `CharNgramTable` cannot key."""
+        """n-grams of a block no compiled table can key (word n-grams beyond bigrams,
+        char_wb n-grams whose keys would not fit in 63 bits)."""
         if self.analyzer == "word":
             grams = word_ngrams(text, self.ngram_range)
         else:
