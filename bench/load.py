@@ -341,7 +341,8 @@ def wait_ready(server: Server, log_path: Path, timeout_s: float = 240.0) -> None
         except httpx.HTTPError:
             pass
         time.sleep(0.5)
-    raise SystemExit("gateway did not become ready")
+    tail = log_path.read_text(errors="replace")[-3000:]
+    raise SystemExit(f"gateway did not become ready in {timeout_s:.0f} s:\n{tail}")
 
 
 # -- load generators ----------------------------------------------------------------------
@@ -642,6 +643,10 @@ def export_ref(ref: str, into: Path) -> Path:
     tar_path.write_bytes(data)
     with tarfile.open(tar_path) as tar:
         tar.extractall(into / "src", filter="data")
+    # The trained model too (`models/` is not committed): both servers score with the
+    # same artifact, and the baseline does not spend minutes training at start.
+    if (ROOT / "models").is_dir():
+        shutil.copytree(ROOT / "models", into / "src" / "models")
     return into / "src"
 
 

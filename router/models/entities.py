@@ -18,11 +18,12 @@ _DIGITS = re.compile(r"\d+")
 
 
 def normalise_entities(text: str) -> str:
-    # Each pattern scans the whole text; most messages hold no e-mail and many no digit,
-    # and a membership test is far cheaper than a scan that finds nothing.
+    # Each pattern scans the whole text; most messages hold no e-mail, no link and many
+    # no digit, and a membership test is far cheaper than a scan that finds nothing.
     if "@" in text:
         text = _EMAIL.sub(f" {EMAIL_PLACEHOLDER} ", text)
-    text = _URL.sub(" urladdr ", text)
+    if "://" in text or "www." in text.lower():
+        text = _URL.sub(" urladdr ", text)
     if _DIGITS.search(text) is None:
         return text
     text = _ORDER_ID.sub(" orderid ", text)
