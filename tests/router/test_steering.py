@@ -71,6 +71,16 @@ def test_context_features_of_a_batch_equal_one_message_at_a_time() -> None:
     row = dict(zip(CONTEXT_FEATURES, context_features(np.array([0.2, 0.9]), [2])[0], strict=True))
     assert row["next_probability"] == 0.9 and row["previous_probability"] == 0.0
     assert row["other_max_probability"] == 0.9 and row["only_segment"] == 0.0
+    # Tied maxima: the first is the maximum, its "other" is the second; a lone segment's
+    # "other" is 0.
+    rows = context_features(np.array([0.2, 0.9, 0.9, 0.8]), [3, 1])
+    named = [dict(zip(CONTEXT_FEATURES, r, strict=True)) for r in rows]
+    assert [r["other_max_probability"] for r in named] == [0.9, 0.9, 0.9, 0.0]
+    assert [r["first"] for r in named] == [1.0, 0.0, 0.0, 1.0]
+    assert [r["last"] for r in named] == [0.0, 0.0, 1.0, 1.0]
+    assert named[3]["only_segment"] == 1.0 and named[3]["log_segments"] == 0.0
+    assert named[3]["only_segment_logit"] == pytest.approx(np.log(0.8 / 0.2))
+    assert named[0]["neighbour_max_logit"] == pytest.approx(0.9 * np.log(0.2 / 0.8))
 
 
 @pytest.fixture(scope="module")
