@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
+import time
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -69,7 +70,7 @@ def make_engine(url: str) -> Engine:
     def _on_connect(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
         dbapi_connection.isolation_level = None  # we issue BEGIN ourselves
         cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
+        _use_wal(cursor)
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute(f"PRAGMA busy_timeout={int(SQLITE_BUSY_TIMEOUT_S * 1000)}")
         cursor.execute("PRAGMA foreign_keys=ON")
@@ -84,6 +85,28 @@ def make_engine(url: str) -> Engine:
             connection.exec_driver_sql("BEGIN IMMEDIATE")
 
     return engine
+
+
+def _use_wal(cursor: sqlite3.Cursor) -> None:
+    """Switch the file to WAL (a setting the file keeps), waiting out other processes.
+
+    SQLite answers "database is locked" at once, without its busy handler, when another
+    connection is switching the file or holds a lock the switch needs; the gateway's
+    workers all open a new file at the same moment, so one of them could fail to start.
+    A file already in WAL needs no switch.
+    """
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_S
+    pause = 0.005
+    while True:
+        try:
+            if cursor.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() > deadline:
+                raise
+            time.sleep(pause)
+            pause = min(2 * pause, 0.1)
 
 
 class _SerialisedConnection(sqlite3.Connection):
