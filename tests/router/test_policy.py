@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +44,19 @@ def test_scores_of_a_batch_equal_scores_row_by_row() -> None:
     ]
     assert batch == one_by_one
     assert [s.choice for s in batch[-4:]] == ["refund", "refund", "other", "refund"]
+
+
+def test_building_a_batch_leaves_the_garbage_collector_as_it_was() -> None:
+    rows = np.full((3, len(ROUTES)), 0.25)
+    assert gc.isenabled()
+    RouteScores.from_probability_rows("m", rows)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        RouteScores.from_probability_rows("m", rows)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
 
 
 @pytest.mark.parametrize(
