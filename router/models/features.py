@@ -18,8 +18,9 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 import numpy as np
+from numba import njit
 
-from router.models.ngram_table import CharNgramTable
+from router.models.ngram_table import CharNgramTable, code_points
 from router.models.tfidf_kernel import tfidf_logits
 from router.models.word_table import WordNgramTable
 
@@ -30,19 +31,57 @@ CHUNK_TEXTS = 1024  # texts per compiled call: bounds the n-gram buffer of a lar
 def preprocess(text: str) -> str:
     """Lowercase, then scikit-learn's `strip_accents_unicode` (NFKD, combining marks dropped).
 
-    Same result as `strip_accents_unicode(text.lower())`, with the per-character Python
-    loop replaced by one `str.translate`.
+    The string form of `preprocessed_points`, for the blocks no compiled table can read.
     """
-    lowered = text.lower()
-    if lowered.isascii():
-        return lowered
-    return unicodedata.normalize("NFKD", lowered).translate(_combining_marks())
+    points, _ = preprocessed_points([text])
+    return decode_points(points)
+
+
+def preprocessed_points(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """`preprocess` of every text as code points back to back, and where each text starts
+    (plus the end): what the compiled n-gram tables read.
+
+    Lowercasing and NFKD stay with Python; the combining marks are dropped in one compiled
+    pass over the batch. `str.translate` with a dict of marks did it character by
+    character, about 4 µs per non-ASCII text, paid three times per message (segments,
+    whole text, clauses): a tenth of a batch's scoring time.
+    """
+    lowered = [text.lower() for text in texts]
+    if all(map(str.isascii, lowered)):
+        return code_points(lowered)
+    points, bounds = code_points(
+        [text if text.isascii() else unicodedata.normalize("NFKD", text) for text in lowered]
+    )
+    return _drop_marks(points, bounds, combining_marks())
+
+
+def decode_points(points: np.ndarray) -> str:
+    return points.astype(np.uint32).tobytes().decode("utf-32-le", "surrogatepass")
 
 
 @lru_cache(maxsize=1)
-def _combining_marks() -> dict[int, None]:
-    """Every code point `unicodedata.combining` flags, mapped to deletion (built once)."""
-    return {point: None for point in range(sys.maxunicode + 1) if unicodedata.combining(chr(point))}
+def combining_marks() -> np.ndarray:
+    """`is_mark[code point]`: what `unicodedata.combining` flags (built once, ~0.2 s)."""
+    is_mark = np.zeros(sys.maxunicode + 1, dtype=np.bool_)
+    is_mark[[p for p in range(sys.maxunicode + 1) if unicodedata.combining(chr(p))]] = True
+    return is_mark
+
+
+@njit(cache=True, nogil=True)
+def _drop_marks(
+    points: np.ndarray, bounds: np.ndarray, is_mark: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    kept = np.empty_like(points)
+    kept_bounds = np.empty_like(bounds)
+    found = 0
+    for text in range(len(bounds) - 1):
+        kept_bounds[text] = found
+        for position in range(bounds[text], bounds[text + 1]):
+            if not is_mark[points[position]]:
+                kept[found] = points[position]
+                found += 1
+    kept_bounds[-1] = found
+    return kept[:found], kept_bounds
 
 
 def word_ngrams(text: str, ngram_range: tuple[int, int] = (1, 2)) -> list[str]:
@@ -93,12 +132,16 @@ class TfidfBlock:
             {} if self._table is not None else {term: column for column, term in enumerate(terms)}
         )
 
-    def columns(self, preprocessed: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    def columns(self, points: np.ndarray, bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Vocabulary columns of every n-gram occurrence of each text (repeats kept,
-        unknown dropped), text after text, and how many belong to each text."""
+        unknown dropped), text after text, and how many belong to each text; the texts are
+        `preprocessed_points`."""
         if self._table is not None:
-            return self._table.columns(preprocessed)
-        found = [self._python_columns(text) for text in preprocessed]
+            return self._table.columns(points, bounds)
+        found = [
+            self._python_columns(decode_points(points[start:end]))
+            for start, end in zip(bounds[:-1], bounds[1:], strict=True)
+        ]
         lengths = np.fromiter(map(len, found), dtype=np.int64, count=len(found))
         return np.fromiter((c for f in found for c in f), dtype=np.int64), lengths
 
@@ -139,22 +182,23 @@ class TfidfSpace:
             raise ValueError("weights do not match this vocabulary")
         return np.ascontiguousarray(np.column_stack([self.idf, weights]))
 
-    def logits(self, table: np.ndarray, preprocessed: Sequence[str]) -> np.ndarray:
+    def logits(self, table: np.ndarray, texts: Sequence[str]) -> np.ndarray:
         """`features @ weights` of any number of texts, shape (n, table.shape[1] - 1), for a
         `scoring_table(weights)`."""
-        if len(preprocessed) > CHUNK_TEXTS:
+        if len(texts) > CHUNK_TEXTS:
             return np.vstack(
                 [
-                    self.logits(table, preprocessed[start : start + CHUNK_TEXTS])
-                    for start in range(0, len(preprocessed), CHUNK_TEXTS)
+                    self.logits(table, texts[start : start + CHUNK_TEXTS])
+                    for start in range(0, len(texts), CHUNK_TEXTS)
                 ]
             )
+        points, bounds = preprocessed_points(texts)
         # Pieces block-major, as the kernel reads them: piece = block * n + text.
-        found = [block.columns(preprocessed) for block in self.blocks]
+        found = [block.columns(points, bounds) for block in self.blocks]
         return tfidf_logits(
             np.concatenate([columns for columns, _ in found]),
             np.concatenate([lengths for _, lengths in found]),
-            len(preprocessed),
+            len(texts),
             self.offsets,
             table,
         )

@@ -25,7 +25,7 @@ from router.contracts import ROUTES
 from router.errors import ArtifactError
 from router.models.classes import route_logits
 from router.models.clauses import SECOND_STAGE_FEATURES, softmax_rows
-from router.models.features import TfidfSpace, preprocess
+from router.models.features import TfidfSpace
 
 ARTIFACT_FORMAT = "support-router/local-route-model"
 # 4: the linear model splits unclear into vague and two-request classes;
@@ -145,8 +145,7 @@ class LinearRouteScorer:
         Equal to `logits_batch` for a model without dense features; for the e5 model it
         scores clauses without embedding each of them.
         """
-        preprocessed = [preprocess(text) for text in texts]
-        return self.intercept + self.space.logits(self.table, preprocessed)
+        return self.intercept + self.space.logits(self.table, texts)
 
     def _dense_logits(self, dense: np.ndarray | None) -> np.ndarray | float:
         if self.dense_weights is None:

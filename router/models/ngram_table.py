@@ -53,7 +53,7 @@ class CharNgramTable:
         self._ids[[ord(c) for c in alphabet]] = np.arange(1, len(alphabet) + 1)
         self._space = int(self._ids[ord(" ")])
         self._ids[_WHITESPACE] = self._space
-        points, bounds = _code_points(terms)
+        points, bounds = code_points(terms)
         keys = _term_keys(points, bounds, self._ids, self.bits)
         self._slot_bits = max(4, (2 * len(keys)).bit_length())  # at most half full
         self._table_keys, self._table_columns = _build_table(keys, self._slot_bits)
@@ -71,10 +71,10 @@ class CharNgramTable:
         unknown = len(_alphabet(terms)) + 1
         return 1 <= min_n <= 3 and unknown.bit_length() * max_n <= _KEY_BITS
 
-    def columns(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        """Columns of every vocabulary n-gram occurrence in each (preprocessed) text, text
-        after text with repeats kept, and how many belong to each text."""
-        points, bounds = _code_points(texts)
+    def columns(self, points: np.ndarray, bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Columns of every vocabulary n-gram occurrence in each text (`code_points` of
+        preprocessed texts), text after text with repeats kept, and how many belong to each
+        text."""
         return _text_columns(
             points,
             bounds,
@@ -89,11 +89,15 @@ class CharNgramTable:
         )
 
 
-def _code_points(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    """All texts' code points back to back, and where each text starts (plus the end)."""
-    points = np.frombuffer("".join(texts).encode("utf-32-le"), dtype=np.uint32)
+def code_points(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """All texts' code points back to back, and where each text starts (plus the end).
+
+    Lone surrogates (a CLI argument of undecodable bytes, an escaped `\\ud800` in a JSONL
+    file) are code points like any other, as they are to scikit-learn.
+    """
+    joined = "".join(texts).encode("utf-32-le", "surrogatepass")
     bounds = np.fromiter(accumulate(map(len, texts), initial=0), np.int64, len(texts) + 1)
-    return points, bounds
+    return np.frombuffer(joined, dtype=np.uint32), bounds
 
 
 @njit(cache=True, nogil=True)

@@ -45,7 +45,7 @@ from sklearn.preprocessing import StandardScaler
 
 from router.errors import ArtifactError
 from router.models.entities import normalise_entities
-from router.models.features import TfidfSpace, preprocess
+from router.models.features import TfidfSpace
 from router.models.linear import blocks_from_union
 
 # Segment breaks: line breaks, sentence ends, ` | ` and dash separators, `###` and `---`
@@ -217,8 +217,8 @@ class SteeringDetector:
         """Stage 1: P(steering) of each segment read alone."""
         if not segments:
             return np.zeros(0)
-        preprocessed = [preprocess(_segment_text(s)) for s in segments]
-        return _sigmoid(self.intercept + self.space.logits(self.table, preprocessed)[:, 0])
+        texts = [_segment_text(s) for s in segments]
+        return _sigmoid(self.intercept + self.space.logits(self.table, texts)[:, 0])
 
     def probabilities(self, segments: Sequence[str], counts: Sequence[int]) -> np.ndarray:
         """Stage 2: P(steering) of each segment in its message (`counts` per message)."""

@@ -23,7 +23,7 @@ from functools import lru_cache
 import numpy as np
 from numba import njit
 
-from router.models.ngram_table import _build_table, _code_points, _lookup
+from router.models.ngram_table import _build_table, _lookup, code_points
 
 _EMPTY = -1
 
@@ -56,7 +56,7 @@ class WordNgramTable:
             else:
                 raise ValueError(f"not a word 1–2-gram: {term!r}")
         self._n_tokens = len(tokens)
-        points, bounds = _code_points(list(tokens))
+        points, bounds = code_points(list(tokens))
         self._token_points, self._token_bounds = points, bounds
         hashes = _token_hashes(self._token_points, bounds)
         self._token_slot_bits = max(4, (2 * len(tokens)).bit_length())
@@ -79,10 +79,10 @@ class WordNgramTable:
     def usable(ngram_range: tuple[int, int]) -> bool:
         return ngram_range in ((1, 1), (1, 2))
 
-    def columns(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        """Columns of every vocabulary word n-gram occurrence in each (preprocessed) text,
-        text after text with repeats kept, and how many belong to each text."""
-        points, bounds = _code_points(texts)
+    def columns(self, points: np.ndarray, bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Columns of every vocabulary word n-gram occurrence in each text (`code_points` of
+        preprocessed texts), text after text with repeats kept, and how many belong to each
+        text."""
         return _text_columns(
             points,
             bounds,

@@ -6,10 +6,16 @@ import sys
 import numpy as np
 import pytest
 from scipy.sparse import csr_matrix
-from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
+from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer, strip_accents_unicode
 
 from calibration.data import load_labelled
-from router.models.features import TfidfBlock, preprocess, word_char_ngrams
+from router.models.features import (
+    TfidfBlock,
+    decode_points,
+    preprocess,
+    preprocessed_points,
+    word_char_ngrams,
+)
 from router.models.ngram_table import CharNgramTable
 from router.models.word_table import word_characters
 from router.settings import PROJECT_ROOT
@@ -49,7 +55,7 @@ def _block_and_vectorizer(
 
 
 def _assert_counts_equal(block: TfidfBlock, vectorizer: TfidfVectorizer, texts: list[str]) -> None:
-    columns, lengths = block.columns([preprocess(t) for t in texts])
+    columns, lengths = block.columns(*preprocessed_points(texts))
     indptr = np.concatenate([[0], np.cumsum(lengths)])
     ours = csr_matrix(
         (np.ones(len(columns)), columns, indptr), shape=(len(texts), block.n_features)
@@ -114,3 +120,17 @@ def test_word_characters_are_what_re_calls_word_characters() -> None:
     word = re.compile(r"\w")
     assert len(is_word) == sys.maxunicode + 1
     assert [p for p in range(sys.maxunicode + 1) if bool(word.match(chr(p))) != is_word[p]] == []
+
+
+def test_preprocessing_is_scikit_learns_over_every_code_point() -> None:
+    """Lowercase then `strip_accents_unicode`, for every code point (surrogates included),
+    in texts of 64 code points with ASCII-only texts among them (which skip NFKD)."""
+    every = "".join(map(chr, range(sys.maxunicode + 1)))
+    texts = [every[start : start + 64] for start in range(0, len(every), 64)]
+    texts += [r.text for r in load_labelled(PROJECT_ROOT / "datasets" / "routes")[::13]]
+    texts += ["İADE ΟΔΟΣ Σ ΣΑΣ", "e\u0301\u0327 naïve", "\u0300\u0301", "", "plain ascii"]
+    points, bounds = preprocessed_points(texts)
+    ours = [decode_points(points[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    theirs = [strip_accents_unicode(text.lower()) for text in texts]
+    assert [i for i, (a, b) in enumerate(zip(ours, theirs, strict=True)) if a != b] == []
+    assert preprocess("Crème BRÛLÉE") == "creme brulee"

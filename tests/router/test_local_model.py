@@ -32,6 +32,8 @@ ODD_TEXTS = [
     "ok",
     "x" * 3000,
     "€15 $20 #O-1001 ana.novak@example.com 😀",
+    "İADE ΟΔΟΣ Σ e\u0301\u0327 ﬁ ① 환불",
+    "refund \udcff: bytes a shell could not decode, as a CLI argument carries them",
 ]
 
 
