@@ -6,14 +6,14 @@ artifacts are written with them, so rename nothing once other code depends on it
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from router.collector import collector_paused
 
 Route = Literal["refund", "account", "other", "unclear"]
 ROUTES: tuple[Route, ...] = ("refund", "account", "other", "unclear")
@@ -78,7 +78,7 @@ class RouteScores(BaseModel):
         floor = 1.0 / len(ROUTES)
         p_max = normalised[np.arange(len(rows)), best]
         confidence = np.clip((p_max - floor) / (1.0 - floor), 0.0, 1.0)
-        with _collector_paused():
+        with collector_paused():
             return [
                 cls.model_construct(
                     model=model,
@@ -90,20 +90,6 @@ class RouteScores(BaseModel):
                     normalised.tolist(), best.tolist(), confidence.tolist(), strict=True
                 )
             ]
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """No garbage collection while a batch's scores are built: every object made is kept,
-    so a collection in the middle frees nothing, yet walks the caller's whole heap (a
-    process holding a fitted pipeline and its data spent 6 of 10 µs per score on it)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 DecisionReason = str

@@ -35,6 +35,7 @@ from sklearn.model_selection import StratifiedKFold
 from sklearn.pipeline import FeatureUnion, Pipeline
 from sklearn.preprocessing import StandardScaler
 
+from router.collector import collector_paused
 from router.contracts import ROUTES, RouteScores
 from router.errors import ArtifactError
 from router.models.classes import LINEAR_CLASSES, linear_targets
@@ -408,10 +409,11 @@ class LocalRouteModel:
         """
         if processes > 1 and len(texts) >= PARALLEL_MIN_BATCH and self._path is not None:
             return _parallel_probabilities(self, list(texts), processes)
-        prepared = prepare_texts(texts, self._steering)
-        if self._second_stage is None:
-            return self._scorer.probabilities_batch([p.whole for p in prepared])
-        return self._second_stage.probabilities(second_stage_features(self._scorer, prepared))
+        with collector_paused():
+            prepared = prepare_texts(texts, self._steering)
+            if self._second_stage is None:
+                return self._scorer.probabilities_batch([p.whole for p in prepared])
+            return self._second_stage.probabilities(second_stage_features(self._scorer, prepared))
 
     def score_batch(self, texts: Sequence[str], *, processes: int = 1) -> list[RouteScores]:
         return RouteScores.from_probability_rows(
