@@ -28,7 +28,7 @@ import numpy as np
 from numba import njit
 
 _KEY_BITS = 63  # keys are int64 and must stay positive
-_WHITESPACE = [point for point in range(0x3001) if chr(point).isspace()]  # none above U+3000
+WHITESPACE = [point for point in range(0x3001) if chr(point).isspace()]  # none above U+3000
 assert not any(chr(point).isspace() for point in range(0x3001, sys.maxunicode + 1))
 _GOLDEN = -7046029254386353131  # 0x9E3779B97F4A7C15 as int64: Fibonacci hashing
 
@@ -48,11 +48,11 @@ class CharNgramTable:
         unknown = len(alphabet) + 1
         self.bits = unknown.bit_length()
         # Indexed by code point, clipped: the last entry answers every larger code point.
-        size = max(*map(ord, alphabet), _WHITESPACE[-1]) + 2
+        size = max(*map(ord, alphabet), WHITESPACE[-1]) + 2
         self._ids = np.full(size, unknown, dtype=np.int64)
         self._ids[[ord(c) for c in alphabet]] = np.arange(1, len(alphabet) + 1)
         self._space = int(self._ids[ord(" ")])
-        self._ids[_WHITESPACE] = self._space
+        self._ids[WHITESPACE] = self._space
         points, bounds = code_points(terms)
         keys = _term_keys(points, bounds, self._ids, self.bits)
         self._slot_bits = max(4, (2 * len(keys)).bit_length())  # at most half full
