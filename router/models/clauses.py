@@ -21,15 +21,41 @@ from router.models.entities import EMAIL_PLACEHOLDER
 
 ACTIONABLE = [ROUTES.index(r) for r in ("refund", "account", "other")]
 
+# Words that join two requests, in the languages we serve, in the order `re` tries them
+# (a longer phrase before its first word).
+CONNECTIVES = (
+    "and also", "and then", "and", "also", "plus", "oh and", "besides", "another thing",
+    "second(?:ly)?", "while i have you", "by the way", "btw", "y también", "y además",
+    "además", "y", "und außerdem", "außerdem", "und", "а также", "и ещё", "и еще", "и", "ещё",
+    "еще", "e também", "além disso", "e", "et aussi", "et", "aussi", "e anche", "inoltre",
+    "oraz", "a także", "en ook", "en", "och även", "och", "ayrıca", "ve", "а ще", "та",
+)  # fmt: skip
+
+
+def grouped_by_first_letter(alternatives: Sequence[str]) -> str:
+    """The alternation of `alternatives` (regular expressions, each starting with a plain
+    letter) with each letter's alternatives grouped, in their order, behind a lookahead on
+    all first letters.
+
+    The same matches as the flat alternation, since no two of the letters match the same
+    character. But `re` tries the alternatives of a case-insensitive alternation one by
+    one at every position it reaches; here a word starting with none of the letters costs
+    one test, and any other word only its letter's few alternatives (9.3 → 5.7 µs per
+    message for the clause breaks).
+    """
+    groups: dict[str, list[str]] = {}
+    for alternative in alternatives:
+        groups.setdefault(alternative[0], []).append(alternative[1:])
+    branches = "|".join(f"{letter}(?:{'|'.join(rests)})" for letter, rests in groups.items())
+    return f"(?=[{''.join(groups)}])(?:{branches})"
+
+
 # Every break starts at a space, a comma or the "p" of "p.s."; the leading lookahead lets
 # `re` reject every other position with one test instead of five (split 12 → 8.5 µs).
 _CLAUSE_BREAK = re.compile(
     r"(?=[\s,p])(?:"
     r"(?<=[.!?;])\s+|\n+|\s+[-–—•*]\s+|\bp\.?\s?s\.?\b:?"
-    r"|,?\s+\b(?:and also|and then|and|also|plus|oh and|besides|another thing|second(?:ly)?|"
-    r"while i have you|by the way|btw|y también|y además|además|y|und außerdem|außerdem|und|"
-    r"а также|и ещё|и еще|и|ещё|еще|e também|além disso|e|et aussi|et|aussi|"
-    r"e anche|inoltre|oraz|a także|en ook|en|och även|och|ayrıca|ve|а ще|та)\b\s*)",
+    rf"|,?\s+\b{grouped_by_first_letter(CONNECTIVES)}\b\s*)",
     re.IGNORECASE,
 )
 MIN_CLAUSE_CHARS = 12
