@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from itertools import islice
 from pathlib import Path
 
 import numpy as np
@@ -341,8 +342,18 @@ def second_stage_features(
     stripped = [p.whole for p in prepared]
     clauses, clause_counts, token_counts = clause_split([p.clause_source for p in prepared])
     if dense is None:
-        logits = scorer.logits_batch([*stripped, *clauses])
-        whole, clause_logits = logits[: len(stripped)], logits[len(stripped) :]
+        # Each text followed by its clauses: their n-grams are mostly the text's, so their
+        # lookups find the tables' rows still in the cache (25 → 21 µs per message).
+        is_whole = np.zeros(len(stripped) + len(clauses), dtype=bool)
+        is_whole[np.cumsum([0, *clause_counts[:-1]]) + np.arange(len(stripped))] = True
+        pieces = iter(clauses)
+        grouped = [
+            piece
+            for text, count in zip(stripped, clause_counts, strict=True)
+            for piece in (text, *islice(pieces, count))
+        ]
+        logits = scorer.logits_batch(grouped)
+        whole, clause_logits = logits[is_whole], logits[~is_whole]
     else:
         whole = scorer.logits_batch(stripped, dense)
         clause_logits = scorer.sparse_logits(clauses)
