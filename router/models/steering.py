@@ -57,6 +57,11 @@ _SEGMENT_BREAK = re.compile(
     r"(?:(?<=[\]}>])|(?=[\s\[{<#]))"
     r"(?:\n+|(?<=[.!?])\s+|\s+\|\s+|\s[—–-]{1,3}\s|(?<=[\]}>])\s*|\s*(?=[\[{<])|#{3,}|\s-{3,}\s*)"
 )
+# The same pattern without the alternatives that need a bracket or a `#`: in a text with
+# neither (most messages) it finds the same breaks, trying fewer alternatives at every
+# space (6.9 → 4.3 µs per message).
+_PLAIN_SEGMENT_BREAK = re.compile(r"(?=\s)(?:\n+|(?<=[.!?])\s+|\s+\|\s+|\s[—–-]{1,3}\s|\s-{3,}\s*)")
+_BRACKET = re.compile(r"[\[\]{}<>#]")
 STEERING_SHARE = 0.5  # a segment is steering when this share of its characters is marked
 MAX_CLEAN_FALSE_POSITIVE_RATE = 0.001
 # The loose cut, for clause features only. Out of fold on the train and calibration
@@ -92,9 +97,14 @@ _LOGIT_CLIP = 1e-6
 
 def segment_bounds(text: str) -> list[tuple[int, int]]:
     """(start, end) of each non-blank segment of `text`, in order."""
+    return bounds_between(text, _SEGMENT_BREAK if _BRACKET.search(text) else _PLAIN_SEGMENT_BREAK)
+
+
+def bounds_between(text: str, breaks: re.Pattern[str]) -> list[tuple[int, int]]:
+    """(start, end) of each non-blank piece of `text` between matches of `breaks`."""
     bounds: list[tuple[int, int]] = []
     position = 0
-    for match in _SEGMENT_BREAK.finditer(text):
+    for match in breaks.finditer(text):
         if match.start() > position:
             bounds.append((position, match.start()))
         position = max(position, match.end())

@@ -10,12 +10,14 @@ import pytest
 from calibration.data import load_labelled, load_steering_segments, select_split, steering_marks
 from router.models.local import LocalRouteModel
 from router.models.steering import (
+    _SEGMENT_BREAK,
     CONTEXT_FEATURES,
     SteeringDetector,
     _context_model,
     _segment_model,
     _segment_text,
     _spec,
+    bounds_between,
     context_features,
     cut_segments,
     fit_steering_detector,
@@ -46,6 +48,15 @@ def test_segments_are_lines_sentences_fields_and_bracketed_blocks() -> None:
     ]
     assert _segments("") == []
     assert _segments("   \n ") == []
+
+
+def test_texts_without_brackets_break_where_the_full_pattern_breaks() -> None:
+    """`segment_bounds` reads most texts with a shorter pattern: the same breaks."""
+    texts = [r.text for r in ROWS] + [s.text for s in EXTRA]
+    texts += ["a.  b -- c --- d — e | f\n\n g! \t h", "x - y", "p.s.   q", " -  ", "z \u3000 --- "]
+
+    assert sum(len(segment_bounds(t)) > 1 for t in texts) > len(texts) // 2
+    assert [t for t in texts if segment_bounds(t) != bounds_between(t, _SEGMENT_BREAK)] == []
 
 
 def test_a_segment_is_steering_when_most_of_it_is_marked() -> None:
