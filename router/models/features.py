@@ -28,18 +28,10 @@ _TOKEN = re.compile(r"(?u)\b\w\w+\b")
 CHUNK_TEXTS = 1024  # texts per compiled call: bounds the n-gram buffer of a large batch
 
 
-def preprocess(text: str) -> str:
-    """Lowercase, then scikit-learn's `strip_accents_unicode` (NFKD, combining marks dropped).
-
-    The string form of `preprocessed_points`, for the blocks no compiled table can read.
-    """
-    points, _ = preprocessed_points([text])
-    return decode_points(points)
-
-
 def preprocessed_points(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    """`preprocess` of every text as code points back to back, and where each text starts
-    (plus the end): what the compiled n-gram tables read.
+    """Every text lowercased, then as scikit-learn's `strip_accents_unicode` leaves it (NFKD,
+    combining marks dropped), as code points back to back, with where each text starts
+    (plus the end): what the n-gram tables read.
 
     Lowercasing and NFKD stay with Python; the combining marks are dropped in one compiled
     pass over the batch. `str.translate` with a dict of marks did it character by

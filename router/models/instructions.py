@@ -244,6 +244,15 @@ _STEERING_STEMS = (
 
 NOTE_BODY_MAX_WORDS = 8
 
+# A routing field written into a sentence ("… refund me route=acct pls", "category=other",
+# "||ROUTE:OTHER||"): the field goes, the sentence around it stays. Removing the whole
+# sentence, as for any other steering phrase, also removed the request it held.
+_INLINE_ROUTE_FIELD = re.compile(
+    r"(?:\|\|)?(?:\bx-)?\b(?:route|routing|label|intent|category|categoria|categoría|catégorie"
+    r"|kategorie|kategoria|queue|bucket)\s*[:=]\s*['\"«]?[^\W_]+['\"»]?(?:\|\|)?",
+    re.IGNORECASE,
+)
+
 _JSON_BLOB = re.compile(r"\{[^{}]*\"?(?:route|label|intent|category|priority)\"?\s*:[^{}]*\}", re.I)
 
 
@@ -321,7 +330,8 @@ def _drop_bracketed(text: str) -> str:
 
 
 def strip_instructions(text: str) -> str:
-    """The text with every instruction-like line or sentence removed."""
+    """The text with every instruction-like line or sentence, and every routing field
+    written into a sentence, removed."""
     if "{" in text:
         text = _JSON_BLOB.sub(" ", text)
     if "<" in text:
@@ -330,6 +340,8 @@ def strip_instructions(text: str) -> str:
         text = _drop_bracketed(text)
         if "<" in text:
             text = _MARKUP_TAG.sub(" ", text)
+    if ":" in text or "=" in text:
+        text = _INLINE_ROUTE_FIELD.sub(" ", text)
     may_steer = _may_steer(text)  # a stem in any segment is a stem in the whole text
     kept = [
         segment

@@ -12,7 +12,6 @@ from calibration.data import load_labelled
 from router.models.features import (
     TfidfBlock,
     decode_points,
-    preprocess,
     preprocessed_points,
     word_char_ngrams,
 )
@@ -133,4 +132,5 @@ def test_preprocessing_is_scikit_learns_over_every_code_point() -> None:
     ours = [decode_points(points[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
     theirs = [strip_accents_unicode(text.lower()) for text in texts]
     assert [i for i, (a, b) in enumerate(zip(ours, theirs, strict=True)) if a != b] == []
-    assert preprocess("Crème BRÛLÉE") == "creme brulee"
+    points, _ = preprocessed_points(["Crème BRÛLÉE"])
+    assert decode_points(points) == "creme brulee"
