@@ -45,8 +45,9 @@ _STEERING_AT_WORD_START = (
     r"|rules|guidelines)",
     r"(?:classify|categori[sz]e|label|tag|mark|route|forward|escalate|send|assign|direct)\s+"
     r"(?:this|it|the\s+(?:ticket|message|request))\b[^.\n]*\b(?:as|to|into|under)\b",
-    r"(?:route|label|intent|category|categoria|categoría|catégorie|kategorie|kategoria|queue"
-    r"|team)\s*[:=]",
+    # Not "team:": "Dear support team: I want a refund" is how a customer opens a letter.
+    r"(?:route|label|intent|category|categoria|categoría|catégorie|kategorie|kategoria"
+    r"|queue)\s*[:=]",
     r"(?:handle|treat|process)\s+(?:this\s+|it\s+)?as\s+(?:an?\s+)?(?:account|refund|other"
     r"|unclear)\b",
     r"(?:classify|classified|categori[sz]ed?|labell?ed|marked)\s+as\b",

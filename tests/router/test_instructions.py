@@ -108,6 +108,8 @@ def test_instructions_are_removed(text: str, kept: str) -> None:
         "i <3 your shop but the [blue] mug broke, refund pls",
         "Ignore my last e-mail, the parcel arrived. Can I still change the colour?",
         "Please answer 'yes' or 'no': do you ship to Malta?",
+        "Dear support team: I want a refund for O-1234",
+        "Guten Tag: ich möchte mein Passwort ändern",
     ],
 )
 def test_customer_text_is_left_alone(text: str) -> None:
