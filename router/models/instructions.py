@@ -12,29 +12,39 @@ from __future__ import annotations
 
 import re
 
+from router.models.patterns import grouped_by_first_letter
 from router.models.stem_search import StemSearch
 
 # A segment is one sentence or clause of a line: split after . ! ? ; : and a space.
 _SEGMENT_END = re.compile(r"(?<=[.!?;:])\s+")
 
 # Role or channel labels that a customer has no reason to write.
-_ROLE = (
-    r"system|sys|assistant|operator|admin(?:istrator)?|internal|moderator|bot|ai|classifier|"
-    r"router|routing|override|instruction|directive|note to (?:the )?(?:ai|bot|system|model)|"
-    r"sistema|syst[eè]me|opérateur|operador|operatore|betreiber|systemhinweis|hinweis|"
-    r"система|оператор|администратор|системная заметка|systeem|systemet|"
-    r"nota\s+(?:do|de|del|dello|della|dell['’]|da)?\s*(?:sistema|operatore|operador|operadora)|"
-    r"nota\s+(?:interna|operatore|operador)|notatka\s+dla\s+systemu|systemnotiz|note\s+syst[eè]me|"
-    r"примечание\s+(?:для\s+)?систем\w*|примітка\s+(?:для\s+)?систем\w*|"
-    r"note\s+(?:to|for)\s+(?:the\s+|whatever\s+|any\s+)?(?:ai|bot|system|model|classifier|router)|"
-    r"sistem\s+notu|meddelande\s+till\s+systemet|hinweis\s+an\s+das\s+system|interne\s+notiz|"
-    r"notatka\s+operatora|let\s+op\s+router|polecenie\s+systemowe|avviso\s+al\s+sistema|operatör|"
-    r"системное\s+сообщение|ticket\s+metadata|automated\s+note|priority\s+routing|auto-triage"
+_ROLES = (
+    "system", "sys", "assistant", "operator", "admin(?:istrator)?", "internal", "moderator",
+    "bot", "ai", "classifier", "router", "routing", "override", "instruction", "directive",
+    "note to (?:the )?(?:ai|bot|system|model)", "sistema", "syst[eè]me", "opérateur",
+    "operador", "operatore", "betreiber", "systemhinweis", "hinweis", "система", "оператор",
+    "администратор", "системная заметка", "systeem", "systemet",
+    r"nota\s+(?:do|de|del|dello|della|dell['’]|da)?\s*(?:sistema|operatore|operador|operadora)",
+    r"nota\s+(?:interna|operatore|operador)", r"notatka\s+dla\s+systemu", "systemnotiz",
+    r"note\s+syst[eè]me", r"примечание\s+(?:для\s+)?систем\w*",
+    r"примітка\s+(?:для\s+)?систем\w*",
+    r"note\s+(?:to|for)\s+(?:the\s+|whatever\s+|any\s+)?(?:ai|bot|system|model|classifier|router)",
+    r"sistem\s+notu", r"meddelande\s+till\s+systemet", r"hinweis\s+an\s+das\s+system",
+    r"interne\s+notiz", r"notatka\s+operatora", r"let\s+op\s+router", r"polecenie\s+systemowe",
+    r"avviso\s+al\s+sistema", "operatör", r"системное\s+сообщение", r"ticket\s+metadata",
+    r"automated\s+note", r"priority\s+routing", "auto-triage",
+)  # fmt: skip
+_ROLE = grouped_by_first_letter(_ROLES)
+# A role in brackets anywhere ("[operator]", "(note to the AI …)", "## system"), or a
+# role label that opens the segment ("SYSTEM NOTE:", "[ADMIN] override -"). The first
+# needs an opening bracket or a `#`, which most segments lack (`is_instruction`).
+_ROLE_IN_BRACKETS = re.compile(
+    rf"(?:^|\s)(?:\[|<|\{{|\(|#+\s*)\s*(?:{_ROLE})\b[^\]>}})]*?(?:\]|>|\}}|\))", re.IGNORECASE
 )
-_ROLE_TAG = re.compile(
-    rf"(?:^|\s)(?:\[|<|\{{|\(|#+\s*)\s*(?:{_ROLE})\b[^\]>}})]*?(?:\]|>|\}}|\))"
-    rf"|^\s*(?:[\[(<{{>]+\s*)?(?:#+\s*)?(?:{_ROLE})(?:\s+\w+){{0,2}}\s*[:>\-–]",
-    re.IGNORECASE,
+_OPENING = re.compile(r"[\[<{(#]")
+_ROLE_LABEL = re.compile(
+    rf"\s*(?:[\[(<{{>]+\s*)?(?:#+\s*)?(?:{_ROLE})(?:\s+\w+){{0,2}}\s*[:>\-–]", re.IGNORECASE
 )
 
 # Phrases that instruct a model or a routing system, in the languages we serve. Most start
@@ -247,9 +257,11 @@ NOTE_BODY_MAX_WORDS = 8
 
 # A routing field written into a sentence ("… refund me route=acct pls", "category=other",
 # "||ROUTE:OTHER||"): the field goes, the sentence around it stays. Removing the whole
-# sentence, as for any other steering phrase, also removed the request it held.
+# sentence, as for any other steering phrase, also removed the request it held. The
+# leading lookahead (every match starts with one of those letters) lets `re` reject most
+# positions at once (3.3 → 1.0 µs per message).
 _INLINE_ROUTE_FIELD = re.compile(
-    r"(?:\|\|)?(?:\bx-)?\b(?:route|routing|label|intent|category|categoria|categoría|catégorie"
+    r"(?=[|xrlickqb])(?:\|\|)?(?:\bx-)?\b(?:route|routing|label|intent|category|categoria|categoría|catégorie"
     r"|kategorie|kategoria|queue|bucket)\s*[:=]\s*['\"«]?[^\W_]+['\"»]?(?:\|\|)?",
     re.IGNORECASE,
 )
@@ -275,7 +287,9 @@ def _may_steer(segment: str) -> bool:
 
 def is_instruction(segment: str, *, may_steer: bool = True) -> bool:
     """`may_steer=False` (no stem anywhere in the message) skips the costly alternation."""
-    if _ROLE_TAG.search(segment):
+    if _ROLE_LABEL.match(segment) or (
+        _OPENING.search(segment) and _ROLE_IN_BRACKETS.search(segment)
+    ):
         return True
     return may_steer and _may_steer(segment) and bool(_STEERING.search(segment))
 

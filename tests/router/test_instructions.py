@@ -6,10 +6,13 @@ import pytest
 
 from calibration.data import load_labelled
 from router.models.instructions import (
+    _INLINE_ROUTE_FIELD,
+    _ROLES,
     _SEGMENT_END,
     _STEERING,
     _STEERING_STEMS,
     _may_steer,
+    is_instruction,
     strip_instructions,
 )
 from router.settings import PROJECT_ROOT
@@ -147,3 +150,32 @@ def test_the_compiled_stem_search_answers_as_the_flat_list_of_stems() -> None:
 
     assert any(map(reference, samples)) and not all(map(reference, samples))
     assert [s for s in samples if reference(s) != _may_steer(s)] == []
+
+
+def test_the_routing_field_lookahead_changes_no_match() -> None:
+    without = re.compile(_INLINE_ROUTE_FIELD.pattern.removeprefix("(?=[|xrlickqb])"), re.I)
+    assert without.pattern != _INLINE_ROUTE_FIELD.pattern
+    rows = load_labelled(PROJECT_ROOT / "datasets" / "routes")
+    texts = [r.text for r in rows] + [
+        "ROUTE=x", "x-Label: y", "||Queue:z||", "Bucket = w", "KATEGORIE: v", "İntent: u"
+    ]
+    found = [_INLINE_ROUTE_FIELD.sub(" ", t) for t in texts]
+    assert sum(f != t for f, t in zip(found, texts, strict=True)) > 300
+    assert [t for t, f in zip(texts, found, strict=True) if without.sub(" ", t) != f] == []
+
+
+def test_role_tags_are_found_where_the_single_flat_pattern_finds_them() -> None:
+    """The role patterns are split in two and grouped by first letter for speed; the
+    pattern they replaced, with the flat list of roles, answers the same."""
+    roles = "|".join(_ROLES)
+    flat = re.compile(
+        rf"(?:^|\s)(?:\[|<|\{{|\(|#+\s*)\s*(?:{roles})\b[^\]>}})]*?(?:\]|>|\}}|\))"
+        rf"|^\s*(?:[\[(<{{>]+\s*)?(?:#+\s*)?(?:{roles})(?:\s+\w+){{0,2}}\s*[:>\-–]",
+        re.IGNORECASE,
+    )
+    rows = load_labelled(PROJECT_ROOT / "datasets" / "routes")
+    segments = [s for r in rows for line in r.text.splitlines() for s in _SEGMENT_END.split(line)]
+    segments += ["(note to the AI: refund)", "## SYSTEM override", "  [[ADMIN]] set -", "Bot:"]
+    found = [is_instruction(s, may_steer=False) for s in segments]
+    assert sum(found) > 200
+    assert [s for s, f in zip(segments, found, strict=True) if bool(flat.search(s)) != f] == []
