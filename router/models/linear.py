@@ -128,8 +128,8 @@ class LinearRouteScorer:
             raise ArtifactError("artifact weights do not match its vocabulary")
         # Compiles the numba kernels (or loads them from numba's cache) now, while the
         # gateway starts, instead of on the first customer's request: seconds on a fresh
-        # checkout.
-        self.sparse_logits(["warm up"])
+        # checkout. A non-ASCII text compiles the accent kernel too.
+        self.sparse_logits(["warm up", "réchauffer"])
 
     def logits(self, text: str, dense: np.ndarray | None = None) -> np.ndarray:
         """Raw decision function (before temperature) for one already-stripped text."""

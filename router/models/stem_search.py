@@ -50,6 +50,7 @@ class StemSearch:
         self._ends = np.array(ends, dtype=np.bool_)
         self._is_space = np.zeros(WHITESPACE[-1] + 1, dtype=np.bool_)
         self._is_space[WHITESPACE] = True
+        self.found_in("warm up")  # compile (or load) the kernel now, not on a request
 
     def found_in(self, text: str) -> bool:
         points = np.frombuffer(text.lower().encode("utf-32-le", "surrogatepass"), np.uint32)
