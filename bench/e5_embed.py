@@ -29,7 +29,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.machine import describe_machine  # noqa: E402
-from router.models.e5_features import E5Embedder  # noqa: E402
+from router.models.e5.embeddings import E5Embedder  # noqa: E402
 
 _TEMPLATES = (
     "Hi, order {n} arrived with a broken {item}. I would like a full refund to my card, please.",
@@ -143,7 +143,7 @@ def _digest_in_subprocess(n: int, omp_threads: str) -> str:
     code = (
         "import sys; sys.path.insert(0, sys.argv[1]);"
         "from e5_embed import make_messages, _digest;"
-        "from router.models.e5_features import E5Embedder;"
+        "from router.models.e5.embeddings import E5Embedder;"
         "print(_digest(E5Embedder().embed(make_messages(int(sys.argv[2])))))"
     )
     env = {**os.environ, "OMP_NUM_THREADS": omp_threads}

@@ -699,7 +699,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit("wrk is not installed and could not be installed")
     generator = Generator("wrk" if wrk else "python-asyncio", wrk)
 
-    from router.bootstrap import load_local
+    from router.app.bootstrap import load_local
     from router.settings import get_settings
 
     load_local(get_settings())  # train once here, not inside a timed server start

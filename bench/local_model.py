@@ -24,7 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.machine import describe_machine  # noqa: E402
 from calibration.data import load_labelled, select_split  # noqa: E402
-from router.models.local import (  # noqa: E402
+from router.app.training import train_local  # noqa: E402
+from router.models.local.model import (  # noqa: E402
     PARALLEL_MIN_BATCH,
     LocalRouteModel,
     TrainOptions,
@@ -33,7 +34,6 @@ from router.models.local import (  # noqa: E402
     prepare_text,  # noqa: E402
 )
 from router.settings import PROJECT_ROOT  # noqa: E402
-from router.training import train_local  # noqa: E402
 
 
 def _per_call_ms(fn, items) -> np.ndarray:  # type: ignore[no-untyped-def]

@@ -30,9 +30,9 @@ from starlette.middleware import Middleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from router.gateway.app import create_app
-from router.gateway.observability import ObservabilityMiddleware
-from router.logs import configure_logging
+from router.gateway.middleware.observability import ObservabilityMiddleware
 from router.settings import Settings
+from router.telemetry.logs import configure_logging
 
 
 async def _ok(scope: Scope, receive: Receive, send: Send) -> None:

@@ -20,8 +20,8 @@ from collections.abc import Mapping
 import numpy as np
 from scipy.stats import chi2_contingency, chisquare
 
-from calibration.bootstrap import bootstrap_routing
 from calibration.compare import DECISIONS, RouterRun, compare_routers
+from calibration.intervals import bootstrap_routing
 from calibration.metrics import outcomes
 from router.contracts import Backend, Policy, PolicyModel
 

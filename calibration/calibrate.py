@@ -14,7 +14,6 @@ from datetime import datetime
 
 import numpy as np
 
-from calibration.bootstrap import bootstrap_calibration, bootstrap_routing
 from calibration.certify import (
     PER_ROUTE,
     Certification,
@@ -25,6 +24,7 @@ from calibration.certify import (
     rows_needed,
     walk_start_count,
 )
+from calibration.intervals import bootstrap_calibration, bootstrap_routing
 from calibration.metrics import (
     calibration_summary,
     outcomes,

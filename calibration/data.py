@@ -36,7 +36,7 @@ class LabelledRow(BaseModel):
     lang: str = "en"
     tags: list[str] = Field(default_factory=list)
     # Verbatim substrings addressed to the routing system rather than the shop, marked on
-    # `injection` rows; they train the steering detector (`router.models.steering`).
+    # `injection` rows; they train the steering detector (`router.models.local.steering`).
     steering: list[str] | None = None
 
 

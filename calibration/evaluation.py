@@ -14,7 +14,7 @@ from calibration.metrics import (
     routing_summary,
 )
 from router.contracts import ROUTES, Policy, RouteScores
-from router.policy import apply_calibrator, top2_margin
+from router.routing.policy import apply_calibrator, top2_margin
 
 
 def evaluate(

@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable
 from datetime import datetime
 
-from router.decision_log import text_sha
+from router.storage.decision_log import text_sha
 
 EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 ORDER_ID = re.compile(r"\b[A-Z]-?\d{3,}\b")

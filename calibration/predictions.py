@@ -28,10 +28,10 @@ from pydantic import BaseModel
 
 from calibration.data import LabelledRow, iter_jsonl
 from router.contracts import ROUTES, Backend, PolicyModel, Route, RouteScores
-from router.decision_log import text_sha
 from router.errors import CalibrationError, InvalidInput
 from router.models.base import DecisionModel
 from router.settings import Settings
+from router.storage.decision_log import text_sha
 
 LOCAL_QUESTION_PREFIX = "local-route-model"
 
@@ -297,7 +297,7 @@ def identify_backend(settings: Settings, backend: str, model: str | None = None)
     """
     if backend in LOCAL_BACKENDS:
         from router.models import e5, local
-        from router.models.linear import load_artifact
+        from router.models.local.linear import load_artifact
 
         path = Path(model) if model else LOCAL_BACKENDS[backend](settings)
         _, sha = load_artifact(path)
@@ -318,11 +318,11 @@ def build_scorer(settings: Settings, backend: str, model: str | None = None) -> 
     """The backend itself, unguarded: a failing remote model stops the run (the cache keeps
     what was scored) rather than silently falling back to another model."""
     if backend == "local":
-        from router.models.local import LocalRouteModel
+        from router.models.local.model import LocalRouteModel
 
         return LocalRouteModel.load(Path(model) if model else settings.local_model_path)
     if backend == "e5":
-        from router.models.e5 import E5RouteModel
+        from router.models.e5.model import E5RouteModel
 
         return E5RouteModel.load(Path(model) if model else settings.e5_model_path)
     if backend != "typesafe":

@@ -1,7 +1,7 @@
 """Recalibrating a model's probabilities: temperature scaling and one-vs-rest isotonic.
 
 Both are fitted on the **fit** part only and exported as a `router.contracts.Calibrator`
-that `router.policy.apply_calibrator` applies to one message at serving time;
+that `router.routing.policy.apply_calibrator` applies to one message at serving time;
 `apply_calibrator_array` here is the same computation over many rows (a test holds the
 two equal), so the threshold is certified on exactly the numbers the gateway will see.
 
@@ -19,7 +19,7 @@ from sklearn.isotonic import IsotonicRegression
 
 from router.contracts import ROUTES, Calibrator, CalibratorKind
 from router.errors import CalibrationError
-from router.models.local import fit_temperature
+from router.models.local.model import fit_temperature
 
 MIN_ISOTONIC_FIT_ROWS = 1000
 N_ROUTES = len(ROUTES)
@@ -102,7 +102,7 @@ def fit_calibrator(
 
 
 def apply_calibrator_array(probabilities: np.ndarray, calibrator: Calibrator) -> np.ndarray:
-    """`router.policy.apply_calibrator` over rows: shape (n, 4) in, shape (n, 4) out.
+    """`router.routing.policy.apply_calibrator` over rows: shape (n, 4) in, shape (n, 4) out.
 
     Parameters
     ----------

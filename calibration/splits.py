@@ -22,7 +22,7 @@ from typing import Literal
 import numpy as np
 
 from calibration.data import LabelledRow, id_fraction, split_of
-from router.decision_log import text_sha
+from router.storage.decision_log import text_sha
 
 Part = Literal["fit", "certify", "test"]
 PART_SALT = "calibrate-v1"

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from handlers.cases import Action
 from handlers.extract import AddressExtraction, parse_address, parse_preference_changes
 from handlers.flow import FlowInput, HandlerResult
 from handlers.identity import identify
 from handlers.observation import Observation, fail, success
-from handlers.policy_checks import check_can_write, split_preferences
-from handlers.store import AddressKind, NewAddress, Store
+from handlers.services.cases import Action
+from handlers.services.store import AddressKind, NewAddress, Store
+from handlers.shop_rules import check_can_write, split_preferences
 
 ADDRESS_FIELDS: tuple[str, ...] = ("line1", "city", "postal_code", "country")
 _FIELD_NAMES = {"line1": "street and house number", "city": "city",

@@ -33,7 +33,6 @@ from typing import Any
 from sqlalchemy import Engine
 
 from handlers.account import AccountHandler
-from handlers.cases import Action, CaseBook, CaseStatus, Turn, new_case_id
 from handlers.extract import InvalidAmount, parse_amounts
 from handlers.fallback.handoffs import HandoffOutcome, list_handoffs, reply_to_handoff
 from handlers.fallback.responder import Fallback, build_responder
@@ -41,9 +40,10 @@ from handlers.flow import FlowInput, HandlerResult
 from handlers.identity import require_customer
 from handlers.observation import success
 from handlers.refund import RefundHandler
-from handlers.refunds import RefundService, retry_lost_responses
 from handlers.replies import compose, format_money
-from handlers.store import SqlStore, load_fixture, seed_store
+from handlers.services.cases import Action, CaseBook, CaseRow, CaseStatus, Turn, new_case_id
+from handlers.services.refunds import RefundService, retry_lost_responses
+from handlers.services.store import SqlStore, load_fixture, seed_store
 from router.contracts import Decision
 from router.errors import Conflict, InvalidInput, NotFound, StoreError
 
@@ -62,6 +62,8 @@ class CaseFacts:
     case_has_held_refund: bool = False
     clarified_texts: tuple[str, ...] = ()
     """The customer's earlier messages when the router asked them to say more."""
+    case: CaseRow | None = None
+    """The case as `prepare` read it, so handling the message does not read it again."""
 
 
 @dataclass(frozen=True)
@@ -131,14 +133,15 @@ class SupportDesk:
         return CaseFacts(case_id=case.id, is_new=False,
                          case_route=case.flow if in_flow else None,
                          case_has_held_refund=held,
-                         clarified_texts=tuple(case.context.get("texts", ())) if clarified else ())
+                         clarified_texts=tuple(case.context.get("texts", ())) if clarified else (),
+                         case=case)
 
     def handle_message(self, text: str, case_id: str | None, customer: str | None,
                        decision: Decision, *, facts: CaseFacts | None = None) -> MessageOutcome:
         """Act on the router's decision; `facts` from `prepare` (checked again if absent)."""
         if facts is None:
             facts = self.prepare(text, case_id=case_id, customer=customer)
-        case = None if facts.is_new else self.cases.get(facts.case_id)
+        case = facts.case
         open_flow = case is not None and case.status == "awaiting_customer"
         context = dict(case.context) if (case is not None and open_flow) else {}
         earlier = list(context.pop("texts", []))
@@ -148,7 +151,9 @@ class SupportDesk:
 
         result = self._dispatch(decision.route, flow)
         status = result.status
-        if status == "resolved" and self._has_held(facts.case_id):
+        # A refund held earlier keeps the case waiting for the supervisor; one held by
+        # this message already says so in `result.status`.
+        if status == "resolved" and facts.case_has_held_refund:
             status = "awaiting_approval"
         keep = result.awaiting or decision.route == "clarify"
         texts = [*earlier, text][-MAX_FLOW_TEXTS:]
@@ -237,13 +242,13 @@ def build_desk(engine: Engine, *, fixture_path: Path, today: date,
                now: Callable[[], datetime] = lambda: datetime.now(UTC),
                fallback_model: str | None = None, fallback_max_tokens: int = 512,
                checkpoint_path: Path | None = None) -> SupportDesk:
-    """Migrate the schema, seed the store from the fixture when empty, build the services.
+    """Seed the store from the fixture when empty (the schema is migrated), build the services.
 
     With `fallback_model` (`provider:model`) the `other` route goes to the LangChain
     agent, checkpointed in the same PostgreSQL database when `engine` is PostgreSQL,
     otherwise in the SQLite file `checkpoint_path`; without it, to the embedded responder.
     """
-    seed_store(engine, load_fixture(fixture_path), today=today)  # runs router.db.migrate
+    seed_store(engine, load_fixture(fixture_path), today=today)
     store = SqlStore(engine)
     fallback: Fallback | None = None
     if fallback_model:

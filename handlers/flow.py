@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from handlers.cases import Action, CaseStatus
+from handlers.services.cases import Action, CaseStatus
 
 T = TypeVar("T")
 

@@ -13,7 +13,7 @@ import re
 from handlers.extract import find_emails
 from handlers.flow import FlowInput
 from handlers.observation import Observation, fail, success
-from handlers.store import Account, Store
+from handlers.services.store import Account, Store
 from router.errors import InvalidInput
 
 _ACCOUNT_ID = re.compile(r"^A-\d+$", re.IGNORECASE)

@@ -19,19 +19,19 @@ from dataclasses import replace
 from datetime import date
 from typing import Any
 
-from handlers.cases import Action
 from handlers.extract import Amount, find_order_ids, parse_amounts
 from handlers.flow import FlowInput, HandlerResult
 from handlers.identity import identify
 from handlers.observation import Observation, fail
-from handlers.policy_checks import check_can_write, check_refund
-from handlers.refunds import (
+from handlers.services.cases import Action
+from handlers.services.refunds import (
     Receipt,
     RefundService,
     receipt_observation,
     retry_lost_responses,
 )
-from handlers.store import Store
+from handlers.services.store import Store
+from handlers.shop_rules import check_can_write, check_refund
 
 SHOP_CURRENCIES = frozenset({None, "USD"})
 _REASON_CHARS = 200

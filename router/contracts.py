@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Literal
 
 import numpy as np
@@ -157,3 +158,57 @@ class Policy(BaseModel):
     data: PolicyData = Field(default_factory=PolicyData)
     metrics_test: dict = Field(default_factory=dict)
     notes: str = ""
+
+
+# -- online experiments (assignment and shadows: router.routing.experiments) ----------
+
+BUCKETS = 10_000
+
+
+def bucket_bounds(weights: list[float]) -> list[int]:
+    """Upper bucket bound of each variant's range; the last is always 10000."""
+    total = sum(weights)
+    cumulative, bounds = 0.0, []
+    for w in weights:
+        cumulative += w
+        bounds.append(round(BUCKETS * cumulative / total))
+    bounds[-1] = BUCKETS
+    return bounds
+
+
+class VariantConfig(BaseModel):
+    """One router in an experiment. `model`: a local artifact path, or a TypeSafe model
+    name; `policy`: its policy artifact (default: the backend's configured policy)."""
+
+    name: str = Field(min_length=1, max_length=64)
+    backend: Literal["local", "e5", "typesafe"] = "local"
+    model: str | None = None
+    policy: Path | None = None
+    weight: float = Field(default=1.0, ge=0.0)
+
+
+class ExperimentConfig(BaseModel):
+    """An experiment: live variants split by weight, shadows scored on every request."""
+
+    name: str = Field(min_length=1, max_length=64)
+    salt: str = ""
+    variants: list[VariantConfig] = Field(min_length=1)
+    shadows: list[VariantConfig] = Field(default_factory=list)
+    planned_requests: int | None = Field(default=None, ge=1)
+    """The pre-registered sample size (all live variants together): the fixed horizon."""
+    shadow_queue_size: int = Field(default=1000, ge=1)
+
+    @model_validator(mode="after")
+    def _check(self) -> ExperimentConfig:
+        names = [v.name for v in [*self.variants, *self.shadows]]
+        if len(set(names)) != len(names):
+            raise ValueError(f"variant names must be unique: {names}")
+        if sum(v.weight for v in self.variants) <= 0:
+            raise ValueError("live variant weights sum to 0")
+        return self
+
+    def expected_shares(self) -> dict[str, float]:
+        """Share of traffic each live variant should get (from the bucket ranges)."""
+        bounds = bucket_bounds([v.weight for v in self.variants])
+        return {v.name: (hi - lo) / BUCKETS
+                for v, lo, hi in zip(self.variants, [0, *bounds[:-1]], bounds, strict=True)}

@@ -16,7 +16,7 @@ from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from router.access import ApiKey
-from router.experiments import ExperimentConfig
+from router.contracts import ExperimentConfig
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
@@ -64,7 +64,7 @@ class Settings(BaseSettings):
     # HTTP.
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
-    # Bad input (router/gateway/limits.py): a body above max_body_bytes is refused with 413
+    # Bad input (router/gateway/middleware/body_limits.py): a body above max_body_bytes is refused with 413
     # while it streams in (never buffered past the limit); JSON nested deeper than
     # max_json_depth objects/arrays is refused with 400 before it is parsed.
     max_body_bytes: int = Field(default=64 * 1024, ge=1024)
@@ -86,12 +86,12 @@ class Settings(BaseSettings):
     fallback_model: str | None = None
     fallback_max_tokens: int = Field(default=512, ge=16, le=8192)
 
-    # An online experiment (JSON in SUPPORT_ROUTER_EXPERIMENT; see router/experiments.py):
+    # An online experiment (JSON in SUPPORT_ROUTER_EXPERIMENT; see router/routing/experiments.py):
     # {"name", "salt", "variants": [{name, backend, model, policy, weight}], "shadows": [...],
     #  "planned_requests"}. None: every request goes to the configured backend.
     experiment: ExperimentConfig | None = None
 
-    # Logs (router/logs.py): one JSON object per line on stderr. E-mail addresses and
+    # Logs (router/telemetry/logs.py): one JSON object per line on stderr. E-mail addresses and
     # order/account ids are masked in every line unless the retention policy allows
     # customer data in logs (log_customer_data=true).
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
@@ -113,7 +113,7 @@ class Settings(BaseSettings):
 
     @property
     def resolved_database_url(self) -> str:
-        return self.database_url or f"sqlite:///{self.var_dir / 'support-router.db'}"
+        return self.database_url or f"sqlite:///{self.var_dir / 'support-router.storage.db'}"
 
     @property
     def local_model_path(self) -> Path:

@@ -28,10 +28,10 @@ from filelock import FileLock
 from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.engine import make_url
 
+from router.app.training import MODEL_FILES, TrainResult, train_local
 from router.gateway.app import create_app
-from router.policy import load_policy
 from router.settings import PROJECT_ROOT, Settings, get_settings
-from router.training import MODEL_FILES, TrainResult, train_local
+from router.storage.policy_store import load_policy
 
 POSTGRES_URL = os.environ.get(
     "SUPPORT_ROUTER_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -115,11 +115,14 @@ def trained(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> TrainRe
     """The embedded model on the project's data, trained once per test run.
 
     Under pytest-xdist the workers share one folder: the first to take the lock trains
-    (about two minutes), the others wait and load what it wrote.
+    (about two minutes), the others wait and load what it wrote. A developer iterating on
+    code that does not touch training may point `SUPPORT_ROUTER_TEST_TRAINED_DIR` at a
+    folder `train` wrote (it must hold `policy.json`); CI never sets it.
     """
+    reused = os.environ.get("SUPPORT_ROUTER_TEST_TRAINED_DIR")
     base = tmp_path_factory.getbasetemp()
     shared = base if worker_id == "master" else base.parent
-    model_dir = shared / "trained-model"
+    model_dir = Path(reused) if reused else shared / "trained-model"
     policy_path = model_dir / "policy.json"
     with FileLock(shared / "trained-model.lock"):
         if not policy_path.exists():  # written last by `train_local`

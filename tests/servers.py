@@ -21,7 +21,7 @@ import pytest
 
 from router.settings import PROJECT_ROOT
 
-SERVE = (sys.executable, "-c", "from router.cli import app; app()", "serve")
+SERVE = (sys.executable, "-c", "from router.cli.main import app; app()", "serve")
 """`support-router serve` from this checkout's sources."""
 TAIL_CHARS = 4000
 

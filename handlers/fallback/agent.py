@@ -54,13 +54,13 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from sqlalchemy import Engine
 from sqlalchemy.engine import URL
 
-from handlers.cases import Action
 from handlers.fallback.output_check import check_output
 from handlers.fallback.responder import FaqModel, handoff
 from handlers.flow import FlowInput, HandlerResult
 from handlers.identity import identify
 from handlers.observation import fail, success
-from handlers.store import Account, Store
+from handlers.services.cases import Action
+from handlers.services.store import Account, Store
 from router.errors import ModelUnavailable
 
 SYSTEM_PROMPT = """You answer customer questions for an online shop's support desk.

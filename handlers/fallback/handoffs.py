@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from handlers.cases import Action, CaseBook, Turn
 from handlers.observation import success
+from handlers.services.cases import Action, CaseBook, Turn
 from router.errors import Conflict, InvalidInput, NotFound
 
 MAX_AGENT_CHARS = 64

@@ -25,7 +25,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Protocol
 
-from handlers.cases import Action
 from handlers.extract import find_order_ids
 from handlers.fallback.faq import (
     DEFAULT_FAQ_DIR,
@@ -37,7 +36,8 @@ from handlers.fallback.faq import (
 from handlers.flow import FlowInput, HandlerResult
 from handlers.identity import identify
 from handlers.observation import Observation, success
-from handlers.store import Order, Store
+from handlers.services.cases import Action
+from handlers.services.store import Order, Store
 
 ORDER_STATUS_CODES = {"shipped": "order_status_shipped", "delivered": "order_status_delivered",
                       "cancelled": "order_status_cancelled"}

@@ -9,16 +9,16 @@ from typing import Any
 
 from fastapi import APIRouter, FastAPI
 
-from router.bootstrap import build_services
-from router.gateway.access import install_access
-from router.gateway.deps import Services
+from router.app.bootstrap import build_services
+from router.app.services import Services
 from router.gateway.errors import ERROR_RESPONSES, error_responses, install_error_handlers
-from router.gateway.limits import RequestLimits
-from router.gateway.observability import ObservabilityMiddleware
+from router.gateway.middleware.access import install_access
+from router.gateway.middleware.body_limits import RequestLimits
+from router.gateway.middleware.observability import ObservabilityMiddleware
 from router.gateway.routes import admin, approvals, cases, handoffs, health, messages, route
 from router.gateway.routes import metrics as metrics_route
-from router.logs import install_logging
 from router.settings import Settings, get_settings
+from router.telemetry.logs import install_logging
 
 # The error statuses each router's handlers can answer with (router.errors), documented in
 # OpenAPI next to ERROR_RESPONSES (body and parameter checks, every route).
@@ -48,7 +48,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     """Build the app; services (model, policy, database) are built at start-up, not import.
 
     `json_logs=True` (the served app, `router.gateway.asgi`) installs the JSON log handler
-    on the root logger while the app runs (router/logs.py). Off by default, because the
+    on the root logger while the app runs (router/telemetry/logs.py). Off by default, because the
     root logger belongs to the process: an app run inside a CLI command (`tasks run`) or
     a test must not start writing the process's log lines to stderr.
 
@@ -71,10 +71,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
             gc.collect()
             gc.freeze()
         yield
-        app.state.services.router.close()
-        if app.state.services.desk is not None:
-            app.state.services.desk.close()
-        app.state.services.engine.dispose()
+        app.state.services.close()
         undo_logging()  # the root logger is process-wide: leave it as it was found
 
     app = FastAPI(
@@ -90,7 +87,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     # the request id too. Bodies are checked before routing: nothing is written.
     app.add_middleware(RequestLimits)
 
-    # Request id, access log line and latency histogram (router/gateway/observability.py);
+    # Request id, access log line and latency histogram (router/gateway/middleware/observability.py);
     # added last, so it is the outermost of ours and sees every refusal of the others.
     app.add_middleware(ObservabilityMiddleware)
 

@@ -3,27 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials
-from sqlalchemy import Engine
 
 from router.access import ROLES
-from router.gateway.access import api_key_scheme, bearer_scheme, check_access
-from router.service import RouterService
-from router.settings import Settings
-
-
-@dataclass
-class Services:
-    settings: Settings
-    engine: Engine
-    router: RouterService
-    desk: Any = None
-    """The handlers' entry point (`handlers.desk.SupportDesk`), built from the same engine."""
-    ready: bool = False
+from router.app.services import Services
+from router.gateway.middleware.access import api_key_scheme, bearer_scheme, check_access
 
 
 async def get_services(request: Request) -> Services:
@@ -39,7 +26,7 @@ def require_role(role: str) -> Callable[..., Awaitable[None]]:
     """Dependency for role checks: `Depends(require_role("admin"))` on a route or router.
 
     The key (`Authorization: Bearer` or `X-API-Key`), its role and the caller's rate limit
-    are checked in `router.gateway.access.check_access`. Async, so the check runs on the
+    are checked in `router.gateway.middleware.access.check_access`. Async, so the check runs on the
     event loop instead of taking a threadpool slot before the handler does.
     """
     if role not in ROLES:

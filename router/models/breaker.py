@@ -24,7 +24,6 @@ from typing import Literal, TypeVar
 
 from router.contracts import RouteScores
 from router.errors import ModelUnavailable
-from router.metrics import track_breaker
 from router.models.base import DecisionModel
 
 logger = logging.getLogger(__name__)
@@ -140,7 +139,6 @@ class GuardedRouteModel:
     def __init__(self, primary: DecisionModel, breaker: CircuitBreaker) -> None:
         self.primary = primary
         self.breaker = breaker
-        track_breaker(primary.name, breaker)  # exported as support_router_breaker_state
 
     @property
     def name(self) -> str:

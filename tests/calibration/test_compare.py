@@ -18,7 +18,7 @@ from calibration.compare import (
     run_router,
     stuart_maxwell,
 )
-from router.cli import app
+from router.cli.main import app
 from router.contracts import ROUTES, Guarantee, Policy, PolicyModel
 from router.models.typesafe import question_sha
 from router.settings import Settings, get_settings

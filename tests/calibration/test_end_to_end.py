@@ -12,12 +12,12 @@ import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
-from router.cli import app
+from router.app.training import TrainResult
+from router.cli.main import app
 from router.contracts import Policy
 from router.gateway.app import create_app
-from router.policy import load_policy
 from router.settings import PROJECT_ROOT, Settings, get_settings
-from router.training import TrainResult
+from router.storage.policy_store import load_policy
 
 RUNNER = CliRunner()
 ROUTES_DATA = PROJECT_ROOT / "datasets" / "routes"

@@ -7,8 +7,8 @@ import pytest
 
 from calibration.export import export_rows, redact
 from router.contracts import Decision, RouteScores
-from router.db import make_engine
-from router.decision_log import DecisionLog
+from router.storage.db import make_engine
+from router.storage.decision_log import DecisionLog
 
 
 @pytest.mark.parametrize(

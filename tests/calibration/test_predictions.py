@@ -22,7 +22,7 @@ from calibration.predictions import (
 )
 from router.contracts import RouteScores
 from router.errors import CalibrationError, ModelUnavailable
-from router.models.local import LocalRouteModel
+from router.models.local.model import LocalRouteModel
 from router.settings import Settings
 
 ROWS = [LabelledRow(id=f"r{i}", text=text, label="refund") for i, text in enumerate([

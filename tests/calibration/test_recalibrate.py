@@ -17,7 +17,7 @@ from calibration.recalibrate import (
 )
 from router.contracts import ROUTES, Calibrator, RouteScores
 from router.errors import CalibrationError
-from router.policy import apply_calibrator, top2_margin
+from router.routing.policy import apply_calibrator, top2_margin
 
 
 def _overconfident(n: int, true_temperature: float, seed: int = 0

@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import Engine
 
 from handlers.desk import SupportDesk, build_desk
-from router.db import make_engine
+from router.storage.db import make_engine, migrate
 from tests.handlers.helpers import FIXTURE, TODAY
 
 
@@ -25,6 +25,7 @@ def db_url(any_db_url: str) -> str:
 @pytest.fixture
 def engine(db_url: str) -> Iterator[Engine]:
     engine = make_engine(db_url)
+    migrate(engine)  # as bootstrap does once at start: the handlers never migrate
     yield engine
     engine.dispose()
 

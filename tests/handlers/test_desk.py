@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import Engine, func, select
 
-from handlers.cases import cases
 from handlers.desk import SupportDesk, build_desk
-from handlers.store import snapshot
-from router.db import make_engine
+from handlers.services.cases import cases
+from handlers.services.store import snapshot
 from router.errors import Conflict, InvalidInput, NotFound
+from router.storage.db import make_engine, migrate
 from tests.handlers.helpers import FIXTURE, TODAY, decision, new_refunds
 from tests.messages import WHEELS
 
@@ -169,11 +169,14 @@ def test_unknown_approval_filter(desk: SupportDesk) -> None:
 def test_restart_between_hold_and_approval_issues_exactly_once(db_url: str) -> None:
     url = db_url
     first_engine = make_engine(url)
+    migrate(first_engine)
     first = build_desk(first_engine, fixture_path=FIXTURE, today=TODAY)
     case_id, op = _held(first)
     first_engine.dispose()  # the gateway stops; nothing of the hold lives in memory
 
     second_engine = make_engine(url)
+
+    migrate(second_engine)
     second = build_desk(second_engine, fixture_path=FIXTURE, today=TODAY)
     assert [r["operation"] for r in second.list_approvals("held")] == [op]
     assert second.prepare("news?", case_id=case_id).case_has_held_refund
@@ -189,6 +192,8 @@ def test_twenty_concurrent_identical_messages_on_a_case_refund_once(any_db_url: 
     from concurrent.futures import ThreadPoolExecutor
 
     engine = make_engine(any_db_url)
+
+    migrate(engine)
     try:
         desk = build_desk(engine, fixture_path=FIXTURE, today=TODAY)
         before = snapshot(engine)

@@ -5,7 +5,7 @@ from sqlalchemy import Engine
 
 from handlers.flow import FlowInput
 from handlers.identity import identify, lookup_customer
-from handlers.store import SqlStore, load_fixture, seed_store
+from handlers.services.store import SqlStore, load_fixture, seed_store
 from router.errors import InvalidInput
 from tests.handlers.helpers import FIXTURE, TODAY
 

@@ -6,7 +6,7 @@ import pytest
 from sqlalchemy import Engine
 
 from handlers.desk import SupportDesk
-from handlers.store import snapshot
+from handlers.services.store import snapshot
 from tests.handlers.helpers import decision, new_refunds
 from tests.messages import TEAPOT, WHEELS
 

@@ -1,7 +1,7 @@
 """Admin endpoints: publish a policy version or roll back, without dropping requests.
 
 The new policy is validated against the running model (409 `policy_model_mismatch`),
-stored and made active on disk (`router.policy_store`), then swapped into the router
+stored and made active on disk (`router.storage.policy_store`), then swapped into the router
 service; requests already being decided keep the policy they started with.
 """
 
@@ -11,15 +11,15 @@ from fastapi import APIRouter, Depends
 from pydantic import BaseModel
 
 from router.contracts import Policy
-from router.gateway.access import ACCESS_RESPONSES
 from router.gateway.deps import ServicesDep, require_role
-from router.policy import load_policy
-from router.policy_store import (
+from router.gateway.middleware.access import ACCESS_RESPONSES
+from router.routing.policy import running_model
+from router.storage.policy_store import (
     PolicyStore,
     PolicySwitch,
     active_policy_path,
     ensure_policy_fits,
-    running_model,
+    load_policy,
 )
 
 router = APIRouter(prefix="/v1/admin", tags=["admin"],

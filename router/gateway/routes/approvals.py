@@ -4,9 +4,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query
 
-from router.gateway.access import ACCESS_RESPONSES
 from router.gateway.deps import ServicesDep, require_role
 from router.gateway.desk_schemas import ApprovalDecisionIn, ApprovalOut, ApprovalRow
+from router.gateway.middleware.access import ACCESS_RESPONSES
 
 router = APIRouter(tags=["approvals"], dependencies=[Depends(require_role("supervisor"))],
                    responses=ACCESS_RESPONSES)

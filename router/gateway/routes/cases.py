@@ -2,9 +2,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends
 
-from router.gateway.access import ACCESS_RESPONSES
 from router.gateway.deps import ServicesDep, require_role
 from router.gateway.desk_schemas import CaseOut
+from router.gateway.middleware.access import ACCESS_RESPONSES
 
 router = APIRouter(tags=["cases"], dependencies=[Depends(require_role("gateway"))],
                    responses=ACCESS_RESPONSES)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends
 
-from router.gateway.access import ACCESS_RESPONSES
 from router.gateway.deps import ServicesDep, require_role
 from router.gateway.desk_schemas import HandoffReplyIn, HandoffReplyOut, HandoffRow
+from router.gateway.middleware.access import ACCESS_RESPONSES
 from router.gateway.schemas import Identifier
 
 router = APIRouter(tags=["handoffs"], dependencies=[Depends(require_role("agent"))],

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Request, Response
 
-from router.decision_log import DecisionLog
-from router.gateway.access import ACCESS_RESPONSES
+from router.app.conversation import IncomingMessage
 from router.gateway.deps import ServicesDep, require_role
 from router.gateway.desk_schemas import MessageIn, MessageOut
-from router.rules import RouteRequest
+from router.gateway.middleware.access import ACCESS_RESPONSES
 
 router = APIRouter(tags=["messages"], dependencies=[Depends(require_role("gateway"))],
                    responses=ACCESS_RESPONSES)
@@ -25,16 +24,8 @@ router = APIRouter(tags=["messages"], dependencies=[Depends(require_role("gatewa
 @router.post("/v1/messages", response_model=MessageOut)
 def post_message(body: MessageIn, services: ServicesDep, request: Request) -> Response:
     """Route one customer message, act on it, and reply; later messages continue the case."""
-    desk = services.desk
-    facts = desk.prepare(body.text, case_id=body.case_id, customer=body.customer)
-    route_request = RouteRequest(
-        text=body.text, case_id=facts.case_id, customer=body.customer, kind=body.kind,
-        case_route=facts.case_route, case_has_held_refund=facts.case_has_held_refund,
-        earlier_texts=facts.clarified_texts,
-    )
-    decision = services.router.route(route_request, request_id=request.state.request_id)
-    outcome = desk.handle_message(body.text, facts.case_id, body.customer, decision,
-                                  facts=facts)
-    DecisionLog(services.engine).set_outcome(decision.request_id, outcome.status)
+    message = IncomingMessage(text=body.text, case_id=body.case_id, customer=body.customer,
+                              kind=body.kind)
+    outcome = services.conversation.reply(message, request_id=request.state.request_id)
     reply = MessageOut.model_validate(outcome, from_attributes=True)
     return Response(reply.model_dump_json(), media_type="application/json")

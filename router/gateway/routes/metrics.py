@@ -1,4 +1,4 @@
-"""`GET /metrics`: Prometheus exposition of `router.metrics` (all workers in multi-process mode).
+"""`GET /metrics`: Prometheus exposition of `router.telemetry.metrics` (all workers in multi-process mode).
 
 Unauthenticated on purpose, like `/healthz`: scrapers rarely carry API keys, and nothing
 here identifies a customer (labels are route templates, routes, reasons, backends and
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from router.metrics import render
+from router.telemetry.metrics import render
 
 router = APIRouter(tags=["health"])
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Request, Response
 
 from router.contracts import Decision
-from router.gateway.access import ACCESS_RESPONSES
 from router.gateway.deps import ServicesDep, require_role
+from router.gateway.middleware.access import ACCESS_RESPONSES
 from router.gateway.schemas import RouteIn
-from router.rules import RouteRequest
+from router.routing.rules import RouteRequest
 
 router = APIRouter(tags=["routing"], dependencies=[Depends(require_role("gateway"))],
                    responses=ACCESS_RESPONSES)

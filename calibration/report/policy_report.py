@@ -1,0 +1,232 @@
+"""`support-router report`: an offline HTML page with PNG plots about one policy.
+
+`report_figures` computes every number (pure); `write_report` draws the plots
+(`calibration.report.plots`) and renders `index.html` with no external assets, so the folder
+can be zipped, mailed and opened anywhere.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+import numpy as np
+
+from calibration.calibrate import PolicyScores, score_with_policy
+from calibration.certify import THRESHOLD_GRID, threshold_curve
+from calibration.intervals import bootstrap_calibration, bootstrap_routing
+from calibration.metrics import outcomes
+from calibration.recalibrate import choices_and_confidence, label_indices
+from calibration.report.plots import (
+    plot_confidence_histograms,
+    plot_confusion,
+    plot_reliability,
+    plot_risk_coverage,
+)
+from router.contracts import ROUTES, Policy
+
+DECISIONS = ["refund", "account", "other", "clarify"]
+MAX_EXAMPLES = 50
+CALIBRATION_NAMES = {
+    "ece_15_equal_width": "ECE, top label, 15 equal-width bins",
+    "ece_15_equal_mass": "ECE, top label, 15 equal-mass bins",
+    "classwise_ece_15_equal_width": "classwise-ECE, 15 equal-width bins per route",
+    "brier": "Brier score (multi-class)",
+    "nll": "negative log-likelihood",
+}
+PLOT_TEXT = {
+    "reliability": (
+        "Reliability diagram, before (left) and after (right) the policy's recalibration. "
+        "Requests are grouped into 15 equal-width bins of the model's top probability; each "
+        "blue bar is how often the top choice was right in that bin, and the orange part is "
+        "the gap to the bin's mean top probability. Bars on the dashed diagonal mean the "
+        "probabilities can be read as frequencies; bars below it mean over-confidence."
+    ),
+    "risk_coverage": (
+        "Risk–coverage curve on the report rows: every point is one threshold of the fixed grid "
+        "(strict on the left, loose on the right); x is the share of clear requests that are "
+        "routed, y the misroute rate among routed requests. The red line is the promised α; "
+        "the black point is the policy's threshold on these rows, and its bar reaches the "
+        "upper bound certified on the certify rows."
+    ),
+    "confusion": (
+        "Confusion matrix at the policy: rows are the labels, columns what the router did "
+        "(route to refund, account, other, or ask to clarify). The diagonal of the first three "
+        "columns is correct routing; the clarify column splits into needed (label unclear) "
+        "and unneeded clarifications; everything else routed is a misroute."
+    ),
+    "confidence": (
+        "Confidence histograms per true label: the model's choice confidence for requests of "
+        "each label, green where the choice was right and red where it was wrong, with the "
+        "policy threshold dashed. Red mass to the right of the line is what gets misrouted."
+    ),
+}
+
+
+def report_figures(labels: np.ndarray, probabilities: np.ndarray, policy: Policy, *,
+                   n_boot: int = 1000, seed: int = 0) -> dict:
+    """Every number the report shows, computed on the given rows.
+
+    Parameters
+    ----------
+    labels : ndarray of str, shape (n,)
+    probabilities : ndarray of shape (n, 4)
+        Raw model probabilities; the policy's calibrator is applied for "after".
+    policy : Policy
+    n_boot, seed
+        Bootstrap resamples and seed for the intervals.
+
+    Returns
+    -------
+    dict
+        Calibration before/after with intervals, routing rates with intervals, the
+        confusion matrix (labels × decisions), per-route precision/recall at the policy,
+        the risk–coverage curve, and per-row arrays for the plots.
+    """
+    labels = np.asarray(labels)
+    y = label_indices(labels)
+    raw = probabilities / probabilities.sum(axis=1, keepdims=True)
+    scored = score_with_policy(raw, policy)
+    outcome = outcomes(labels, scored.choices, scored.routed)
+    decisions = np.where(scored.routed, scored.choices, "clarify")
+    confusion = np.array([[int(np.sum((labels == r) & (decisions == d))) for d in DECISIONS]
+                          for r in ROUTES])
+    per_route = {}
+    for j, route in enumerate(DECISIONS[:3]):
+        routed_here = int(confusion[:, j].sum())
+        right = int(confusion[ROUTES.index(route), j])
+        labelled = int((labels == route).sum())
+        per_route[route] = {"routed": routed_here, "labelled": labelled,
+                            "precision": right / routed_here if routed_here else 0.0,
+                            "recall": right / labelled if labelled else 0.0}
+    curve = threshold_curve(labels, scored.choices, scored.confidences, grid=THRESHOLD_GRID,
+                            margins=scored.margins, min_margin=policy.min_margin)
+    raw_choices, _, _ = choices_and_confidence(raw)
+    return {
+        "n": len(labels),
+        "calibration_before": bootstrap_calibration(y, raw, n_boot=n_boot, seed=seed),
+        "calibration_after": bootstrap_calibration(y, scored.probabilities, n_boot=n_boot,
+                                                   seed=seed),
+        "routing": bootstrap_routing(labels, outcome, n_boot=n_boot, seed=seed),
+        "confusion": confusion,
+        "per_route": per_route,
+        "curve": curve,
+        "outcome": outcome,
+        "scored": scored,
+        "raw_top": raw.max(axis=1),
+        "raw_correct": raw_choices == labels,
+    }
+
+
+def write_report(out_dir: Path, *, ids: np.ndarray, texts: list[str], labels: np.ndarray,
+                 probabilities: np.ndarray, policy: Policy, rows_note: str,
+                 n_boot: int = 1000, seed: int = 0) -> Path:
+    """Write `out_dir/index.html` and its PNG plots; return the HTML path."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    figures = report_figures(labels, probabilities, policy, n_boot=n_boot, seed=seed)
+    scored = figures["scored"]
+    plot_reliability(
+        {f"before: raw {policy.model.name}": (figures["raw_top"], figures["raw_correct"]),
+         ("after: no recalibration" if policy.calibrator.kind == "none"
+          else f"after: {policy.calibrator.kind} recalibration"): (
+             scored.probabilities.max(axis=1), scored.choices == labels)},
+        out_dir / "reliability.png",
+    )
+    curve = figures["curve"]
+    chosen = None
+    if len(labels):
+        routing = figures["routing"]
+        chosen = (routing["coverage"]["value"], routing["misroute_rate_routed"]["value"])
+    guarantee = policy.guarantee
+    plot_risk_coverage(curve.coverage, curve.misroute_rate_routed, curve.thresholds,
+                       alpha=guarantee.alpha if guarantee else float("nan"), chosen=chosen,
+                       certified_bound=guarantee.upper_bound if guarantee else None,
+                       path=out_dir / "risk_coverage.png")
+    plot_confusion(figures["confusion"], list(ROUTES), DECISIONS, out_dir / "confusion.png")
+    plot_confidence_histograms(np.asarray(labels), scored.confidences, scored.choices == labels,
+                               threshold=policy.threshold, path=out_dir / "confidence.png")
+    page = render_html(figures, policy=policy, ids=ids, texts=texts, labels=np.asarray(labels),
+                       rows_note=rows_note)
+    path = out_dir / "index.html"
+    path.write_text(page, encoding="utf-8")
+    return path
+
+
+def _fmt(entry: dict) -> str:
+    low, high = entry["ci95"]
+    return f"{entry['value']:.4f} <span class=ci>[{low:.4f}, {high:.4f}]</span>"
+
+
+def _examples(title: str, mask: np.ndarray, ids: np.ndarray, texts: list[str],
+              labels: np.ndarray, scored: PolicyScores) -> str:
+    rows = np.flatnonzero(mask)
+    order = rows[np.argsort(-scored.confidences[rows], kind="stable")][:MAX_EXAMPLES]
+    body = "".join(
+        f"<tr><td>{html.escape(str(ids[i]))}</td><td>{html.escape(texts[i])}</td>"
+        f"<td>{labels[i]}</td><td>{scored.choices[i]}</td>"
+        f"<td>{scored.confidences[i]:.3f}</td></tr>"
+        for i in order
+    )
+    more = f" (showing {len(order)} of {len(rows)})" if len(rows) > len(order) else ""
+    return (f"<h2>{title}: {len(rows)}{more}</h2><table><tr><th>id</th><th>text</th>"
+            f"<th>label</th><th>choice</th><th>confidence</th></tr>{body}</table>")
+
+
+def render_html(figures: dict, *, policy: Policy, ids: np.ndarray, texts: list[str],
+                labels: np.ndarray, rows_note: str) -> str:
+    """The report page; every value is escaped, every asset is a file next to it."""
+    g = policy.guarantee
+    guarantee = (
+        f"misroute rate among routed ≤ {g.alpha:g} with probability ≥ {1 - g.delta:g} "
+        f"({html.escape(g.method)}); certified on {g.n_certify} rows with {g.misroutes} "
+        f"misroutes, upper bound {g.upper_bound:.4f}" if g else "none (uncertified policy)"
+    )
+    thresholds = (", ".join(f"{r} {t:.2f}" for r, t in policy.per_route_thresholds.items())
+                  if policy.per_route_thresholds else f"{policy.threshold:.2f}")
+    calibration_rows = "".join(
+        f"<tr><td>{CALIBRATION_NAMES[k]}</td><td>{_fmt(figures['calibration_before'][k])}</td>"
+        f"<td>{_fmt(figures['calibration_after'][k])}</td></tr>" for k in CALIBRATION_NAMES
+    )
+    routing_rows = "".join(f"<tr><td>{k}</td><td>{_fmt(v)}</td></tr>"
+                           for k, v in figures["routing"].items())
+    route_rows = "".join(
+        f"<tr><td>{r}</td><td>{v['routed']}</td><td>{v['labelled']}</td>"
+        f"<td>{v['precision']:.3f}</td><td>{v['recall']:.3f}</td></tr>"
+        for r, v in figures["per_route"].items()
+    )
+    plots = "".join(
+        f"<h2>{title}</h2><img src='{name}.png' alt='{title}'><p>{PLOT_TEXT[name]}</p>"
+        for name, title in (("reliability", "Reliability before and after recalibration"),
+                            ("risk_coverage", "Risk–coverage"),
+                            ("confusion", "Confusion at the policy"),
+                            ("confidence", "Confidence per true label"))
+    )
+    scored, outcome = figures["scored"], figures["outcome"]
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<title>Calibration report: {html.escape(policy.version)}</title>
+<style>
+body {{ font-family: sans-serif; max-width: 1100px; margin: 2em auto; color: #222; }}
+table {{ border-collapse: collapse; margin: 1em 0; }}
+td, th {{ border: 1px solid #ccc; padding: 4px 8px; text-align: left; vertical-align: top; }}
+.ci {{ color: #666; font-size: 90%; }} img {{ max-width: 100%; }}
+</style></head><body>
+<h1>Calibration report: policy {html.escape(policy.version)}</h1>
+<p>Model <b>{html.escape(policy.model.name)}</b> ({policy.model.backend}),
+calibrator <b>{policy.calibrator.kind}</b>, threshold {thresholds}
+{f", min margin {policy.min_margin:g}" if policy.min_margin is not None else ""}.<br>
+Guarantee: {guarantee}.<br>Rows: {figures['n']} ({html.escape(rows_note)}).
+Intervals are 95% percentile bootstrap intervals.</p>
+<h2>Calibration</h2>
+<table><tr><th>metric (lower is better)</th><th>before</th><th>after</th></tr>
+{calibration_rows}</table>
+<h2>Routing at the policy</h2><table><tr><th>rate</th><th>value [95% interval]</th></tr>
+{routing_rows}</table>
+<h2>Per-route precision and recall at the policy</h2>
+<table><tr><th>route</th><th>routed</th><th>labelled</th><th>precision</th><th>recall</th></tr>
+{route_rows}</table>
+{plots}
+{_examples("Misrouted", outcome == "misroute", ids, texts, labels, scored)}
+{_examples("Needlessly clarified", outcome == "clarify_unneeded", ids, texts, labels, scored)}
+</body></html>
+"""

@@ -1,0 +1,354 @@
+"""The refund service: the one place refunds are written, below every handler.
+
+Rules that hold whatever calls it:
+
+- Each refund request has an operation key made of case, order and amount. The key is
+  UNIQUE in `refund_operations`; a repeated request with the same key returns the first
+  receipt marked `replayed: true` instead of writing again, and a held or rejected key
+  stays held or rejected.
+- A refund above `HOLD_ABOVE_CENTS` ($200) is held until a supervisor decides. Approved →
+  issued exactly once; rejected → never issued. A second decision replays the first when
+  it agrees and is refused (`already_decided`) when it does not.
+- A refund never takes an order past its total: the remainder is re-checked, under a
+  lock on the order row, in the transaction that issues it.
+- Hold, issue, replay and decide each happen in one database transaction. Concurrent
+  identical requests are serialised by the engine (SQLite: `BEGIN IMMEDIATE`;
+  PostgreSQL: the row lock on the order and the unique index on the key); the loser of a
+  race sees the winner's row and replays it.
+
+Faults (for the task suite and tests): `FaultPlan.arm("lost_response")` makes the next
+call that issues a refund commit and then raise `ResponseLost` once, as a dropped
+connection would. `retry_lost_responses` is how callers retry through it: the retry has
+the same key, so it replays the committed receipt.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from datetime import UTC, date, datetime
+from typing import Literal
+
+from sqlalchemy import (
+    Boolean,
+    Column,
+    Connection,
+    DateTime,
+    Engine,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    insert,
+    select,
+    update,
+)
+from sqlalchemy.exc import IntegrityError, OperationalError
+
+from handlers.observation import Observation, fail, success, warning
+from handlers.services.store import SqlStore
+from router.errors import InvalidInput, NotFound
+from router.telemetry.metrics import count_refund
+
+logger = logging.getLogger(__name__)
+
+HOLD_ABOVE_CENTS = 20_000
+OperationStatus = Literal["held", "issued", "rejected"]
+ApprovalFilter = Literal["held", "approved", "rejected", "all"]
+SupervisorDecision = Literal["approve", "reject"]
+FAULTS = frozenset({"lost_response"})
+
+metadata = MetaData()
+
+refund_operations = Table(
+    "refund_operations",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("key", String(200), nullable=False, unique=True),
+    Column("case_id", String(64), nullable=False, index=True),
+    Column("order_id", String(16), nullable=False),
+    Column("account_id", String(16), nullable=False),
+    Column("amount_cents", Integer, nullable=False),
+    Column("reason", String(500), nullable=False),
+    Column("status", String(16), nullable=False, index=True),
+    Column("requires_approval", Boolean, nullable=False),
+    Column("refund_id", Integer),
+    Column("decision", String(16)),
+    Column("decided_by", String(64)),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("decided_at", DateTime(timezone=True)),
+)
+
+
+class ResponseLost(ConnectionError):
+    """The service committed, but its answer never reached the caller."""
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """What the refund service did for one operation key."""
+
+    operation: str
+    key: str
+    case_id: str
+    order_id: str
+    account_id: str
+    amount_cents: int
+    status: OperationStatus
+    requires_approval: bool
+    refund_id: int | None = None
+    decision: str | None = None
+    decided_by: str | None = None
+    replayed: bool = False
+
+    def as_artifacts(self) -> dict:
+        return asdict(self)
+
+
+class FaultPlan:
+    """Faults to inject into the next calls; thread-safe, in memory, for tests only."""
+
+    def __init__(self) -> None:
+        self._armed: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def arm(self, fault: str, *, times: int = 1) -> None:
+        if fault not in FAULTS:
+            raise InvalidInput(f"unknown fault {fault!r}; known: {sorted(FAULTS)}",
+                               code="unknown_fault")
+        with self._lock:
+            self._armed[fault] = self._armed.get(fault, 0) + times
+
+    def take(self, fault: str) -> bool:
+        with self._lock:
+            if self._armed.get(fault, 0) > 0:
+                self._armed[fault] -= 1
+                return True
+            return False
+
+
+def _observe(receipt: Receipt) -> None:
+    """Count and log a refund operation once it is committed (held, issued or rejected).
+
+    The log line names the order; the JSON log formatter masks order ids unless the
+    retention setting allows customer data.
+    """
+    count_refund(receipt.status)
+    logger.info("refund operation %s %s: order %s, %d cents", receipt.operation,
+                receipt.status, receipt.order_id, receipt.amount_cents)
+
+
+def operation_key(case_id: str, order_id: str, amount_cents: int) -> str:
+    return f"{case_id}:{order_id.upper()}:{amount_cents}"
+
+
+def _receipt(row: object, *, replayed: bool = False) -> Receipt:
+    m = row._mapping  # type: ignore[attr-defined]
+    return Receipt(operation=m["id"], key=m["key"], case_id=m["case_id"],
+                   order_id=m["order_id"], account_id=m["account_id"],
+                   amount_cents=m["amount_cents"], status=m["status"],
+                   requires_approval=bool(m["requires_approval"]), refund_id=m["refund_id"],
+                   decision=m["decision"], decided_by=m["decided_by"], replayed=replayed)
+
+
+def receipt_observation(receipt: Receipt) -> Observation:
+    """The observation for a receipt, whether fresh or replayed."""
+    facts = receipt.as_artifacts()
+    again = " (replayed: this request was already handled)" if receipt.replayed else ""
+    if receipt.status == "issued" and receipt.decision == "approve":
+        return success("refund_approved", f"refund {receipt.refund_id} issued after approval"
+                       f" by {receipt.decided_by}{again}", **facts)
+    if receipt.status == "issued":
+        return success("refund_issued", f"refund {receipt.refund_id} issued{again}", **facts)
+    if receipt.status == "held":
+        return warning("refund_held", f"refund held for a supervisor; nothing issued{again}",
+                       hint="a supervisor approves or rejects it",
+                       next_actions=["await_supervisor"], **facts)
+    return warning("refund_rejected", f"a supervisor rejected the refund; nothing issued{again}",
+                   **facts)
+
+
+class RefundService:
+    def __init__(self, engine: Engine, store: SqlStore, *, today: date,
+                 now: Callable[[], datetime] = lambda: datetime.now(UTC),
+                 faults: FaultPlan | None = None) -> None:
+        self._engine = engine
+        self._store = store
+        self._today = today
+        self._now = now
+        self.faults = faults or FaultPlan()
+
+
+    # -- reads ------------------------------------------------------------------------
+
+    def get(self, operation: str) -> Receipt | None:
+        with self._engine.connect() as conn:
+            row = conn.execute(
+                select(refund_operations).where(refund_operations.c.id == operation)
+            ).first()
+        return _receipt(row) if row else None
+
+    def for_case(self, case_id: str) -> list[Receipt]:
+        query = (select(refund_operations).where(refund_operations.c.case_id == case_id)
+                 .order_by(refund_operations.c.created_at))
+        with self._engine.connect() as conn:
+            return [_receipt(r) for r in conn.execute(query)]
+
+    def approvals(self, status: ApprovalFilter = "held") -> list[Receipt]:
+        ops = refund_operations.c
+        query = select(refund_operations).where(ops.requires_approval.is_(True))
+        if status == "held":
+            query = query.where(ops.status == "held")
+        elif status == "approved":
+            query = query.where(ops.decision == "approve")
+        elif status == "rejected":
+            query = query.where(ops.status == "rejected")
+        with self._engine.connect() as conn:
+            return [_receipt(r) for r in conn.execute(query.order_by(ops.created_at, ops.id))]
+
+    # -- writes -----------------------------------------------------------------------
+
+    def request(self, *, case_id: str, order_id: str, account_id: str, amount_cents: int,
+                reason: str) -> Observation:
+        """Issue (or hold) one refund; a repeated key replays the first receipt."""
+        if amount_cents <= 0:
+            raise InvalidInput(f"refund amount must be positive, got {amount_cents} cents",
+                               code="invalid_amount")
+        key = operation_key(case_id, order_id, amount_cents)
+        try:
+            with self._engine.begin() as conn:
+                # Lock the order first: requests for one order run one at a time, and a
+                # request that waited sees the key its predecessor committed.
+                order = self._store.order(order_id, conn=conn, lock=True)
+                receipt = self._by_key(conn, key)
+                if receipt is None:
+                    refused = self._check_remaining(conn, order_id, amount_cents)
+                    if refused is not None:
+                        return refused
+                    assert order is not None
+                    receipt = self._insert(conn, key=key, case_id=case_id, order_id=order.id,
+                                           account_id=account_id, amount_cents=amount_cents,
+                                           reason=reason)
+        except IntegrityError:
+            # Lost a race for the same key: the winner's row is committed; replay it.
+            with self._engine.connect() as conn:
+                receipt = self._by_key(conn, key)
+            if receipt is None:
+                raise
+        if not receipt.replayed:  # committed just now (a replay was counted the first time)
+            _observe(receipt)
+        return self._answer(receipt)
+
+    def _insert(self, conn: Connection, *, key: str, case_id: str, order_id: str,
+                account_id: str, amount_cents: int, reason: str) -> Receipt:
+        held = amount_cents > HOLD_ABOVE_CENTS
+        op_id = f"op-{uuid.uuid4().hex[:16]}"
+        conn.execute(insert(refund_operations).values(
+            id=op_id, key=key, case_id=case_id, order_id=order_id, account_id=account_id,
+            amount_cents=amount_cents, reason=reason[:500],
+            status="held" if held else "issued", requires_approval=held,
+            created_at=self._now(),
+        ))
+        if not held:
+            refund = self._store.add_refund(order_id, amount_cents, reason,
+                                            today=self._today, conn=conn)
+            conn.execute(update(refund_operations).where(refund_operations.c.id == op_id)
+                         .values(refund_id=refund.id))
+        receipt = self._by_key(conn, key)
+        assert receipt is not None
+        return replace(receipt, replayed=False)
+
+    def _answer(self, receipt: Receipt) -> Observation:
+        """The observation for a committed receipt — unless the fault plan loses it."""
+        if receipt.status == "issued" and self.faults.take("lost_response"):
+            raise ResponseLost(f"connection lost after committing {receipt.operation}")
+        return receipt_observation(receipt)
+
+    def decide(self, operation: str, decision: str, *, supervisor: str) -> Observation:
+        """Apply a supervisor's decision to a held refund, exactly once."""
+        if decision not in ("approve", "reject"):
+            raise InvalidInput(f"decision must be 'approve' or 'reject', not {decision!r}",
+                               code="invalid_decision")
+        if not supervisor.strip():
+            raise InvalidInput("supervisor name is empty", code="invalid_supervisor")
+        ops = refund_operations.c
+        with self._engine.begin() as conn:
+            row = conn.execute(
+                select(refund_operations).where(ops.id == operation).with_for_update()
+            ).first()
+            if row is None:
+                raise NotFound(f"no refund operation {operation!r}", code="unknown_operation")
+            current = _receipt(row)
+            if not current.requires_approval:
+                return fail("not_awaiting_approval",
+                            f"{operation} was issued without approval; nothing to decide",
+                            retry=False, stop=True, **current.as_artifacts())
+            if current.decision is not None:
+                if current.decision == decision:
+                    return self._answer(replace(current, replayed=True))
+                return fail("already_decided",
+                            f"{operation} was already {current.decision}d by "
+                            f"{current.decided_by}; a later {decision} changes nothing",
+                            retry=False, stop=True, **current.as_artifacts())
+            decided = {"decision": decision, "decided_by": supervisor.strip()[:64],
+                       "decided_at": self._now()}
+            if decision == "reject":
+                conn.execute(update(refund_operations).where(ops.id == operation)
+                             .values(status="rejected", **decided))
+            else:
+                refused = self._check_remaining(conn, current.order_id, current.amount_cents)
+                if refused is not None:
+                    return refused
+                refund = self._store.add_refund(current.order_id, current.amount_cents,
+                                                row._mapping["reason"], today=self._today,
+                                                conn=conn)
+                conn.execute(update(refund_operations).where(ops.id == operation)
+                             .values(status="issued", refund_id=refund.id, **decided))
+            receipt = self._by_key(conn, current.key)
+        assert receipt is not None
+        _observe(receipt)  # committed: a repeated decision returned above as a replay
+        return self._answer(replace(receipt, replayed=False))
+
+    # -- helpers ----------------------------------------------------------------------
+
+    @staticmethod
+    def _by_key(conn: Connection, key: str) -> Receipt | None:
+        row = conn.execute(
+            select(refund_operations).where(refund_operations.c.key == key)
+        ).first()
+        return _receipt(row, replayed=True) if row else None
+
+    def _check_remaining(self, conn: Connection, order_id: str,
+                         amount_cents: int) -> Observation | None:
+        """Lock the order and refuse an amount past what is left to refund."""
+        order = self._store.order(order_id, conn=conn, lock=True)
+        if order is None:
+            return fail("order_not_found", f"no order {order_id}", retry=False, stop=True,
+                        order_id=order_id)
+        remaining = order.total_cents - self._store.refunded_cents(order.id, conn=conn)
+        if amount_cents > remaining:
+            return fail("exceeds_refundable",
+                        f"{amount_cents} cents asked, {remaining} cents left on {order.id}",
+                        retry=False, stop=True, order_id=order.id,
+                        amount_cents=amount_cents, remaining_cents=remaining)
+        return None
+
+
+def retry_lost_responses(call: Callable[[], Observation], *, attempts: int = 3) -> Observation:
+    """Call a refund-service write, retrying when its answer is lost in transit.
+
+    Safe because every write is keyed: the retry replays what the first call committed.
+    """
+    last: Exception | None = None
+    for _ in range(attempts):
+        try:
+            return call()
+        except (ResponseLost, OperationalError) as exc:
+            last = exc
+    return fail("refund_service_unreachable",
+                f"no answer from the refund service after {attempts} attempts ({last})",
+                retry=True, stop=True, retry_after_s=30.0,
+                hint="try again later; a repeated request cannot refund twice")

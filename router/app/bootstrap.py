@@ -1,0 +1,184 @@
+"""Build the running system from settings: engine, schema, models, policies, services.
+
+The local model is trained on first start when its artifact is missing, so a fresh
+clone serves without a separate training step. A remote backend (typesafe) is always
+paired with the local model as its fallback, each with its own policy: a threshold
+chosen for one model never silently applies to another.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from sqlalchemy import Engine
+
+from handlers.desk import SupportDesk, build_desk
+from router.app.services import Services
+from router.app.training import train_local
+from router.contracts import ExperimentConfig, Policy, PolicyModel, VariantConfig
+from router.errors import ArtifactError
+from router.models.base import DecisionModel
+from router.models.breaker import CircuitBreaker, GuardedRouteModel
+from router.models.local.model import LocalRouteModel
+from router.routing.service import BoundModel, LiveExperiment, RouterService
+from router.settings import PROJECT_ROOT, Settings
+from router.storage.db import make_engine, migrate
+from router.storage.decision_log import DecisionLog
+from router.storage.policy_store import load_policy
+from router.telemetry.metrics import track_breaker
+
+logger = logging.getLogger(__name__)
+
+
+def ensure_trained(settings: Settings, backend: str = "local") -> None:
+    """Train the local model (or its e5 variant) from `datasets/` if it or its policy is
+    missing, so a fresh clone serves without a separate training step."""
+    model_path, policy_path = (
+        (settings.local_model_path, settings.policy_path)
+        if backend == "local"
+        else (settings.e5_model_path, settings.e5_policy_path)
+    )
+    if model_path.exists() and policy_path.exists():
+        return
+    logger.warning("no %s model at %s; training it now", backend, model_path)
+    train_local(
+        settings.routes_data,
+        settings.model_dir,
+        policy_path=policy_path,
+        steering_data=settings.steering_data,
+        backend=backend,
+    )
+
+
+def load_local(settings: Settings) -> BoundModel:
+    """The embedded model and its policy, trained from `datasets/` if either is missing."""
+    ensure_trained(settings)
+    model = LocalRouteModel.load(settings.local_model_path)
+    return BoundModel(model, load_policy(settings.policy_path))
+
+
+def load_e5(settings: Settings) -> BoundModel:
+    """The [e5] backend and its policy, trained from `datasets/` if either is missing."""
+    from router.models.e5.model import E5RouteModel
+
+    ensure_trained(settings, "e5")
+    return BoundModel(
+        E5RouteModel.load(settings.e5_model_path), load_policy(settings.e5_policy_path)
+    )
+
+
+def load_typesafe(settings: Settings) -> BoundModel:
+    """The remote model behind a circuit breaker, with its own policy file if one exists."""
+    from router.models.typesafe import build_typesafe_model
+
+    breaker = CircuitBreaker(
+        failure_threshold=settings.breaker_failure_threshold, reset_s=settings.breaker_reset_s
+    )
+    model = GuardedRouteModel(build_typesafe_model(settings), breaker)
+    track_breaker(model.name, breaker)  # exported as support_router_breaker_state
+    if settings.typesafe_policy_path.exists():
+        return BoundModel(model, load_policy(settings.typesafe_policy_path))
+    logger.warning(
+        "no typesafe policy at %s; using an uncertified threshold of %.2f until "
+        "`support-router calibrate` writes one",
+        settings.typesafe_policy_path,
+        settings.typesafe_default_threshold,
+    )
+    policy = Policy(
+        version="typesafe-uncalibrated",
+        model=PolicyModel(backend="typesafe", name=model.name),
+        threshold=settings.typesafe_default_threshold,
+        notes="uncertified default; calibrate on labelled data before relying on it",
+    )
+    return BoundModel(model, policy)
+
+
+def load_backend(settings: Settings, backend: str) -> BoundModel:
+    """A backend with its own policy, for offline tools (eval, score)."""
+    if backend == "local":
+        return load_local(settings)
+    if backend == "e5":
+        return load_e5(settings)
+    if backend == "typesafe":
+        return load_typesafe(settings)
+    raise ArtifactError(f"unknown backend {backend!r}; choose local, e5 or typesafe")
+
+
+def _project_path(value: str | Path) -> Path:
+    path = Path(value)
+    return path if path.is_absolute() else PROJECT_ROOT / path
+
+
+def load_variant(settings: Settings, variant: VariantConfig) -> BoundModel:
+    """An experiment variant's model with its own policy; a local policy must name the
+    loaded artifact (a threshold never silently moves to another model)."""
+    if variant.backend == "typesafe":
+        chosen = settings.model_copy(update={"typesafe_model": variant.model or
+                                             settings.typesafe_model})
+        bound = load_typesafe(chosen)
+        return BoundModel(bound.model, load_policy(_project_path(variant.policy))
+                          if variant.policy else bound.policy)
+    if variant.model is None and variant.policy is None:
+        return load_backend(settings, variant.backend)
+    model: DecisionModel
+    if variant.backend == "e5":
+        from router.models.e5.model import E5RouteModel
+
+        model = E5RouteModel.load(_project_path(variant.model or settings.e5_model_path))
+        policy = load_policy(_project_path(variant.policy or settings.e5_policy_path))
+    else:
+        model = LocalRouteModel.load(_project_path(variant.model or settings.local_model_path))
+        policy = load_policy(_project_path(variant.policy or settings.policy_path))
+    if policy.model.name != model.name:
+        raise ArtifactError(
+            f"variant {variant.name!r}: policy {policy.version} is for model "
+            f"{policy.model.name}, but the variant loads {model.name}")
+    return BoundModel(model, policy)
+
+
+def load_experiment(settings: Settings, config: ExperimentConfig) -> LiveExperiment:
+    """Load every live and shadow variant of an experiment."""
+    return LiveExperiment(
+        config,
+        variants={v.name: load_variant(settings, v) for v in config.variants},
+        shadows={v.name: load_variant(settings, v) for v in config.shadows},
+    )
+
+
+def build_router(settings: Settings, log: DecisionLog) -> RouterService:
+    local = load_local(settings)
+    experiment = (load_experiment(settings, settings.experiment)
+                  if settings.experiment is not None else None)
+    if settings.backend == "local":
+        # The local model is also the fallback: an experiment's live variant may be remote,
+        # and a failing remote variant must be answered locally, not with a 503.
+        return RouterService(local, log, fallback=local, experiment=experiment)
+    return RouterService(load_backend(settings, settings.backend), log, fallback=local,
+                         experiment=experiment)
+
+
+def build_router_offline(settings: Settings) -> RouterService:
+    """A router for one-off CLI use: decisions go to an in-memory log, not the gateway's."""
+    offline = settings.model_copy(update={"experiment": None})
+    return build_router(offline, DecisionLog(make_engine("sqlite://")))
+
+
+def open_desk(settings: Settings, engine: Engine) -> SupportDesk:
+    """The handlers on a migrated database: the one place the schema is brought to head
+    (safe with several workers starting at once) before the store is seeded."""
+    migrate(engine)
+    return build_desk(
+        engine, fixture_path=settings.store_fixture, today=settings.today,
+        fallback_model=settings.fallback_model,
+        fallback_max_tokens=settings.fallback_max_tokens,
+        checkpoint_path=settings.var_dir / "agent-checkpoints.sqlite")
+
+
+def build_services(settings: Settings) -> Services:
+    engine = make_engine(settings.resolved_database_url)
+    desk = open_desk(settings, engine)
+    services = Services(settings=settings, engine=engine,
+                        router=build_router(settings, DecisionLog(engine)), desk=desk)
+    services.ready = True
+    return services

@@ -1,0 +1,33 @@
+"""The running system, as every entry point (HTTP, CLI, task runner) receives it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sqlalchemy import Engine
+
+from handlers.desk import SupportDesk
+from router.app.conversation import Conversation
+from router.routing.service import RouterService
+from router.settings import Settings
+
+
+@dataclass
+class Services:
+    settings: Settings
+    engine: Engine
+    router: RouterService
+    desk: SupportDesk
+    """The handlers' entry point, built on the same engine."""
+    ready: bool = False
+    conversation: Conversation = field(init=False)
+    """The message use case over `router` and `desk`."""
+
+    def __post_init__(self) -> None:
+        self.conversation = Conversation(self.router, self.desk)
+
+    def close(self) -> None:
+        """Commit queued log rows, stop the shadow thread, release connections."""
+        self.router.close()
+        self.desk.close()
+        self.engine.dispose()

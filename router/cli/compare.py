@@ -1,0 +1,142 @@
+"""`support-router compare` (offline, labelled rows) and `ab-report` (online experiments).
+
+Registered on the main app by `register(app)`; each command reads files or the decision
+log, calls one pure function, and prints what a `format_*` function returns.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated
+
+import numpy as np
+import typer
+
+from calibration.data import data_sha, load_labelled
+from calibration.splits import model_train_mask
+from router.cli.data import DATE_FORMATS, _our_errors, _since
+from router.contracts import Policy
+from router.errors import CalibrationError
+from router.settings import Settings, get_settings
+
+
+def _policy_for(path: Path | None, model_name: str, settings: Settings, flag: str) -> Policy:
+    """The given policy, or the configured one of the predictions' backend."""
+    from calibration.predictions import backend_of
+    from router.storage.policy_store import load_policy
+
+    if path is not None:
+        return load_policy(path)
+    backend = backend_of(model_name)
+    default = {"local": settings.policy_path, "e5": settings.e5_policy_path,
+               "typesafe": settings.typesafe_policy_path}[backend]
+    if not default.exists():
+        raise CalibrationError(f"no {backend} policy at {default}; pass {flag}")
+    return load_policy(default)
+
+
+def compare(
+    a: Annotated[Path, typer.Option("--a", help="Router A's prediction JSONL.")],
+    b: Annotated[Path, typer.Option("--b", help="Router B's prediction JSONL.")],
+    labels: Annotated[Path, typer.Option(help="Labelled JSONL matching both by id.")],
+    policy_a: Annotated[Path | None, typer.Option(
+        help="Router A's policy (default: the configured policy of its backend).")] = None,
+    policy_b: Annotated[Path | None, typer.Option(
+        help="Router B's policy (default: the configured policy of its backend).")] = None,
+    cost_misroute: Annotated[float, typer.Option(help="Cost of one misroute.")] = 10.0,
+    cost_clarify: Annotated[float, typer.Option(help="Cost of one needless clarify.")] = 1.0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print every figure as JSON.")] = False,
+    out: Annotated[Path | None, typer.Option(help="Folder for an HTML page and its plot.")
+                   ] = None,
+    n_boot: Annotated[int, typer.Option(min=1, help="Bootstrap resamples.")] = 1000,
+    seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
+) -> None:
+    """Compare two routers on the same labelled requests, each at its own policy (paired)."""
+    from calibration.check import model_mismatches
+    from calibration.compare import compare_routers, format_comparison, run_router
+    from calibration.predictions import join_labels, read_predictions
+    from calibration.report.compare_page import write_comparison
+
+    settings = get_settings()
+    with _our_errors():
+        rows = load_labelled(labels)
+        training = load_labelled(settings.routes_data)
+        excluded = model_train_mask(np.asarray([r.id for r in rows], dtype=object),
+                                    [r.text for r in rows], training)
+        rows = [r for r, ex in zip(rows, excluded, strict=True) if not ex]
+        if excluded.any():
+            warnings.warn(f"{int(excluded.sum())} rows are in the local model's training "
+                          "split and were left out", stacklevel=1)
+        if not rows:
+            raise CalibrationError(f"{labels} has no rows outside the model's training split")
+        label_array = np.asarray([r.label for r in rows])
+        runs, certified = [], {}
+        for name, path, policy_path, flag in (("A", a, policy_a, "--policy-a"),
+                                              ("B", b, policy_b, "--policy-b")):
+            preds = read_predictions(path)
+            _, probabilities = join_labels(rows, preds)
+            policy = _policy_for(policy_path, preds.model, settings, flag)
+            for problem in model_mismatches(policy, preds):
+                warnings.warn(f"router {name}: {problem}", stacklevel=1)
+            runs.append(run_router(name, label_array, probabilities, policy))
+            certified[name] = policy.data.labels_sha == data_sha(rows)
+        result = compare_routers(np.asarray([r.id for r in rows]), label_array, *runs,
+                                 cost_misroute=cost_misroute, cost_clarify=cost_clarify,
+                                 certified_on_rows=certified, n_boot=n_boot, seed=seed)
+        page = write_comparison(out, result) if out is not None else None
+    if as_json:
+        typer.echo(json.dumps(result, indent=2))
+    else:
+        typer.echo(format_comparison(result))
+    if page is not None and not as_json:
+        typer.echo(f"wrote {page}")
+
+
+def ab_report(
+    experiment: Annotated[str, typer.Option(help="Experiment name, as in the settings.")],
+    since: Annotated[datetime | None, typer.Option(formats=DATE_FORMATS,
+                                                   help="Only decisions since (UTC).")] = None,
+    labels: Annotated[Path | None, typer.Option(
+        help="Labelled JSONL whose ids are request ids (from `export-decisions`).")] = None,
+    cost_misroute: Annotated[float, typer.Option(help="Cost of one misroute.")] = 10.0,
+    cost_clarify: Annotated[float, typer.Option(help="Cost of one needless clarify.")] = 1.0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print every figure as JSON.")] = False,
+    n_boot: Annotated[int, typer.Option(min=1, help="Bootstrap resamples.")] = 1000,
+) -> None:
+    """Report an online experiment from the decision log: split, routes, shadows, outcomes."""
+    from calibration.ab_report import ab_report as build
+    from calibration.ab_report import format_ab_report
+    from router.storage.db import make_engine
+    from router.storage.decision_log import DecisionLog
+
+    settings = get_settings()
+    config = settings.experiment if (settings.experiment and
+                                     settings.experiment.name == experiment) else None
+    with _our_errors():
+        label_map = ({r.id: r.label for r in load_labelled(labels)}
+                     if labels is not None else None)
+        engine = make_engine(settings.resolved_database_url)
+        try:
+            log = DecisionLog(engine)
+            log.create_schema()
+            rows = log.rows(since=_since(since), experiment=experiment)
+        finally:
+            engine.dispose()
+        if not rows:
+            raise CalibrationError(f"no decisions logged for experiment {experiment!r}",
+                                   code="no_experiment_rows")
+        report = build(rows, experiment=experiment,
+                       expected_shares=config.expected_shares() if config else None,
+                       planned_requests=config.planned_requests if config else None,
+                       labels=label_map, cost_misroute=cost_misroute,
+                       cost_clarify=cost_clarify, n_boot=n_boot)
+    typer.echo(json.dumps(report, indent=2) if as_json else format_ab_report(report))
+
+
+def register(app: typer.Typer) -> None:
+    """Add `compare` and `ab-report` to the main `support-router` app."""
+    app.command("compare")(compare)
+    app.command("ab-report")(ab_report)

@@ -1,0 +1,97 @@
+"""CLI for the desk: supervisor approvals and the task-suite runner.
+
+Mounted by `router.cli.main` as `support-router approvals …` and `support-router tasks …`.
+Approvals work on the configured database directly (no decision model is loaded), so a
+supervisor can decide while the gateway is running or stopped.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from handlers.desk import SupportDesk
+from router.errors import SupportRouterError
+from router.settings import PROJECT_ROOT, Settings, get_settings
+from router.storage.db import make_engine
+
+DEFAULT_SUITE = PROJECT_ROOT / "datasets" / "tasks" / "support16.jsonl"
+
+approvals_app = typer.Typer(help="Refunds held for a supervisor.", no_args_is_help=True)
+tasks_app = typer.Typer(help="End-to-end task suites for the handlers.", no_args_is_help=True)
+
+
+def _desk(settings: Settings) -> SupportDesk:
+    from router.app.bootstrap import open_desk
+
+    return open_desk(settings, make_engine(settings.resolved_database_url))
+
+
+def _fail(exc: SupportRouterError) -> typer.Exit:
+    typer.echo(f"error ({exc.code}): {exc.message}", err=True)
+    return typer.Exit(1)
+
+
+def format_approvals(rows: list[dict]) -> str:
+    if not rows:
+        return "no refunds in that state"
+    lines = [f"{'operation':<20} {'case':<20} {'order':<8} {'amount':>11}  status"]
+    for row in rows:
+        state = row["status"] + (f" ({row['decision']} by {row['decided_by']})"
+                                 if row["decision"] else "")
+        lines.append(f"{row['operation']:<20} {row['case_id']:<20} {row['order_id']:<8} "
+                     f"{row['amount']:>11}  {state}")
+    return "\n".join(lines)
+
+
+@approvals_app.command("list")
+def list_approvals(
+    status: Annotated[str, typer.Option(help="held | approved | rejected | all")] = "held",
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """List refunds held for (or decided by) a supervisor."""
+    try:
+        rows = _desk(get_settings()).list_approvals(status)
+    except SupportRouterError as exc:
+        raise _fail(exc) from exc
+    typer.echo(json.dumps(rows, indent=2) if as_json else format_approvals(rows))
+
+
+@approvals_app.command("decide")
+def decide(
+    operation: Annotated[str, typer.Argument(help="The operation id (from `list`).")],
+    decision: Annotated[str, typer.Argument(help="approve | reject")],
+    supervisor: Annotated[str, typer.Option(help="Who decides (recorded).")],
+) -> None:
+    """Approve (issue exactly once) or reject (never issue) a held refund."""
+    try:
+        outcome = _desk(get_settings()).decide_approval(operation, decision, supervisor)
+    except SupportRouterError as exc:
+        raise _fail(exc) from exc
+    again = " (already decided; nothing new was done)" if outcome.replayed else ""
+    typer.echo(f"{outcome.operation}: {outcome.operation_status}{again}")
+    typer.echo(f"reply to the customer on {outcome.case_id}: {outcome.reply}")
+
+
+@tasks_app.callback()
+def _tasks() -> None:
+    """End-to-end task suites for the handlers."""
+
+
+@tasks_app.command("run")
+def run(
+    suite: Annotated[Path, typer.Option(help="Task file (JSONL).")] = DEFAULT_SUITE,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Run each task on a fresh store through the conversation; exit 0 only if all pass."""
+    from router.app.tasks import format_report, run_suite
+
+    try:
+        report = run_suite(suite, settings=get_settings())
+    except SupportRouterError as exc:
+        raise _fail(exc) from exc
+    typer.echo(json.dumps(report.as_dict(), indent=2) if as_json else format_report(report))
+    raise typer.Exit(0 if report.failed == 0 else 1)

@@ -1,0 +1,96 @@
+"""CLI for the `other` route: the human queue and the embedded responder's evaluation.
+
+Mounted by `router.cli.main` without a name, so its commands sit at the top level:
+`support-router handoffs list|reply …` and `support-router faq-eval [--json]`.
+The queue works on the configured database directly (no decision model is loaded).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from handlers.fallback.faq import (
+    DEFAULT_FAQ_DIR,
+    FaqEvaluation,
+    evaluate,
+    load_questions,
+    split_questions,
+)
+from handlers.fallback.responder import load_faq_model
+from router.cli.desk import _desk, _fail
+from router.errors import SupportRouterError
+from router.settings import get_settings
+
+fallback_app = typer.Typer(help="The other route: FAQ responder and human queue.")
+handoffs_app = typer.Typer(help="Cases handed off to people.", no_args_is_help=True)
+fallback_app.add_typer(handoffs_app, name="handoffs")
+
+
+def format_handoffs(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "no cases waiting for a person"
+    lines = [f"{'case':<20} {'customer':<9} {'reason':<22} last message"]
+    for row in rows:
+        message = (row["last_customer_message"] or "").replace("\n", " ")
+        lines.append(f"{row['case_id']:<20} {row['customer_id'] or '-':<9} "
+                     f"{row['reason'] or '-':<22} {message[:60]}")
+    return "\n".join(lines)
+
+
+def format_faq_eval(held_out: FaqEvaluation, fit: FaqEvaluation) -> str:
+    lines = [f"threshold {held_out.threshold:.4f} (chosen on the {fit.n} non-test questions)"]
+    for name, ev in (("held-out", held_out), ("non-test", fit)):
+        lines.append(f"{name:<9} n={ev.n:<4} answered={ev.answered:<4} "
+                     f"precision={ev.precision_score:.3f}  handoff_rate={ev.handoff_rate:.3f}")
+    return "\n".join(lines)
+
+
+@handoffs_app.command("list")
+def list_command(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """List the cases waiting for a person, oldest first."""
+    try:
+        rows = _desk(get_settings()).list_handoffs()
+    except SupportRouterError as exc:
+        raise _fail(exc) from exc
+    typer.echo(json.dumps(rows, indent=2, default=str) if as_json else format_handoffs(rows))
+
+
+@handoffs_app.command("reply")
+def reply_command(
+    case_id: Annotated[str, typer.Argument(help="The case id (from `list`).")],
+    agent: Annotated[str, typer.Option(help="Who replies (recorded on the case).")],
+    text: Annotated[str, typer.Option(help="The reply the customer reads.")],
+) -> None:
+    """Reply to the customer on a handed-off case; the case is then resolved."""
+    try:
+        outcome = _desk(get_settings()).reply_handoff(case_id, agent, text)
+    except SupportRouterError as exc:
+        raise _fail(exc) from exc
+    typer.echo(f"{outcome.case_id}: replied by {outcome.agent}; case {outcome.case_status}")
+
+
+@fallback_app.command("faq-eval")
+def faq_eval(
+    faq_dir: Annotated[Path, typer.Option(help="FAQ folder (faq.json, questions.jsonl).")]
+    = DEFAULT_FAQ_DIR,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Precision of direct FAQ answers and hand-off rate on the held-out questions."""
+    try:
+        model = load_faq_model(faq_dir)
+        fit_rows, test_rows = split_questions(load_questions(faq_dir))
+    except SupportRouterError as exc:
+        raise _fail(exc) from exc
+    held_out = evaluate(model.index, test_rows, threshold=model.threshold)
+    fit = evaluate(model.index, fit_rows, threshold=model.threshold)
+    if as_json:
+        typer.echo(json.dumps({"held_out": held_out.as_dict(), "non_test": fit.as_dict()},
+                              indent=2))
+    else:
+        typer.echo(format_faq_eval(held_out, fit))

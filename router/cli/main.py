@@ -1,0 +1,188 @@
+"""The `support-router` command line: serve, route, train, eval (and the data-team tools)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from calibration.data import load_labelled
+from calibration.evaluation import evaluate
+from router.cli.compare import register as register_compare_commands
+from router.cli.data import register as register_data_commands
+from router.cli.desk import approvals_app, tasks_app
+from router.cli.fallback import fallback_app
+from router.cli.keys import keys_app
+from router.errors import InvalidInput, SupportRouterError
+from router.routing.rules import RouteRequest
+from router.settings import get_settings
+from router.storage.policy_store import ensure_policy_fits, load_policy
+
+app = typer.Typer(
+    help="Route support messages with a calibrated decision model.", no_args_is_help=True
+)
+console = Console()
+
+
+def _fail(exc: SupportRouterError) -> typer.Exit:
+    console.print(f"[red]error[/red] ({exc.code}): {exc.message}")
+    return typer.Exit(1)
+
+
+@app.command()
+def serve(
+    host: Annotated[
+        str | None, typer.Option(help="Interface to bind (default from settings).")
+    ] = None,
+    port: Annotated[int | None, typer.Option(help="Port (default from settings).")] = None,
+    workers: Annotated[
+        int, typer.Option(min=1, help="Worker processes; each loads the model.")
+    ] = 1,
+) -> None:
+    """Start the HTTP gateway (trains the embedded model first if it is missing).
+
+    Without API keys only loopback may be bound. SIGTERM lets requests in flight finish
+    (up to `shutdown_grace_s`) and exits 0.
+    """
+    from router.access import KeyRing
+    from router.gateway.server import check_bind, serve_gateway
+    from router.telemetry.logs import configure_logging, uvicorn_log_config
+    from router.telemetry.metrics import prepare_multiprocess_dir
+
+    settings = get_settings()
+    bind = host or settings.host
+    try:
+        check_bind(settings, bind)
+        KeyRing(settings.api_keys)  # contradictory key entries: refuse before anything starts
+    except SupportRouterError as exc:
+        typer.echo(f"error ({exc.code}): {exc.message}", err=True)
+        raise typer.Exit(2) from exc
+    configure_logging(settings)  # JSON lines from here on; uvicorn's access log is ours
+    prepare_multiprocess_dir()  # PROMETHEUS_MULTIPROC_DIR: empty it before workers start
+    serve_gateway(settings, host=bind, port=port or settings.port, workers=workers,
+                  log_config=uvicorn_log_config(settings), access_log=False)
+
+
+@app.command()
+def train(
+    data: Annotated[Path | None, typer.Option(help="Labelled JSONL file or folder.")] = None,
+    out: Annotated[Path | None, typer.Option(help="Model folder (default: models/).")] = None,
+    backend: Annotated[str, typer.Option(help="local | e5 (needs the [e5] extra)")] = "local",
+) -> None:
+    """Train the embedded model from labelled data and write its default policy."""
+    from router.app.training import train_local
+
+    if backend not in ("local", "e5"):
+        raise _fail(InvalidInput(f"cannot train backend {backend!r}; choose local or e5"))
+    settings = get_settings()
+    model_dir = out or settings.model_dir
+    default_policy = settings.policy_path if backend == "local" else settings.e5_policy_path
+    policy_path = default_policy if out is None else model_dir / default_policy.name
+    with console.status(f"training the {backend} model…"):
+        result = train_local(
+            data or settings.routes_data,
+            model_dir,
+            policy_path=policy_path,
+            steering_data=settings.steering_data,
+            backend=backend,
+        )
+    console.print(f"model  {result.model_path}  sha256 {result.artifact_sha[:16]}…")
+    console.print(f"policy {result.policy_path}  threshold {result.policy.threshold:.2f}")
+
+
+@app.command()
+def route(
+    text: Annotated[str, typer.Argument(help="The customer message.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the decision as JSON.")] = False,
+) -> None:
+    """Route one message with the configured model and policy (not logged)."""
+    from router.app.bootstrap import build_router_offline
+
+    try:
+        decision = build_router_offline(get_settings()).decide(RouteRequest(text=text))
+    except SupportRouterError as exc:
+        raise _fail(exc) from exc
+    if as_json:
+        typer.echo(decision.model_dump_json(indent=2))
+        return
+    scores = decision.scores
+    detail = f" (choice {scores.choice}, confidence {scores.confidence:.3f})" if scores else ""
+    typer.echo(
+        f"{decision.route}  reason={decision.reason}{detail}  policy={decision.policy_version}"
+    )
+
+
+def format_eval(metrics: dict) -> Table:
+    table = Table(title=f"{metrics['model']} at threshold {metrics['threshold']:.2f}")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for key in (
+        "n",
+        "accuracy",
+        "macro_f1",
+        "coverage",
+        "clarify_rate",
+        "unclear_recall",
+        "misroute_rate_routed",
+        "misroute_rate",
+        "correct_outcome_rate",
+        "ece_15",
+    ):
+        value = metrics[key]
+        table.add_row(key, f"{value:.4f}" if isinstance(value, float) else str(value))
+    for label, stats in metrics["per_route"].items():
+        table.add_row(
+            f"{label} P/R (n)", f"{stats['precision']:.3f}/{stats['recall']:.3f} ({stats['n']})"
+        )
+    return table
+
+
+@app.command("eval")
+def eval_command(
+    data: Annotated[Path, typer.Option(help="JSONL with at least `text` and `label`.")],
+    backend: Annotated[str, typer.Option(help="local | e5 | typesafe")] = "local",
+    policy: Annotated[
+        Path | None, typer.Option(help="Policy artifact (default: the backend's).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print every figure as JSON.")] = False,
+    predictions_out: Annotated[
+        Path | None, typer.Option(help="Also write predictions JSONL.")
+    ] = None,
+) -> None:
+    """Evaluate a backend at a policy on labelled rows."""
+    from router.app.bootstrap import load_backend
+
+    try:
+        rows = load_labelled(data)
+        bound = load_backend(get_settings(), backend)
+        chosen_policy = load_policy(policy) if policy else bound.policy
+        if chosen_policy.model.artifact_sha is not None:
+            # The model comes from settings, not from the policy: a policy certified for
+            # another artifact would silently be judged on this one.
+            ensure_policy_fits(chosen_policy, bound.policy.model)
+        scores = bound.model.score_batch([r.text for r in rows])
+    except SupportRouterError as exc:
+        raise _fail(exc) from exc
+    metrics = evaluate([r.label for r in rows], scores, chosen_policy, tags=[r.tags for r in rows])
+    if predictions_out:
+        with predictions_out.open("w", encoding="utf-8") as handle:
+            for row, s in zip(rows, scores, strict=True):
+                handle.write(
+                    json.dumps({"id": row.id, **s.model_dump()}, ensure_ascii=False) + "\n"
+                )
+    if as_json:
+        typer.echo(json.dumps(metrics, indent=2))
+    else:
+        console.print(format_eval(metrics))
+
+
+register_data_commands(app)
+register_compare_commands(app)
+app.add_typer(approvals_app, name="approvals")
+app.add_typer(tasks_app, name="tasks")
+app.add_typer(fallback_app)
+app.add_typer(keys_app, name="keys")

@@ -1,0 +1,209 @@
+"""The router as one callable: rules, then the decision model under its policy, then the log.
+
+With an experiment (`router.routing.experiments`), each request is decided by its assigned live
+variant's model and policy, logged with the experiment and variant names; shadow variants
+score the same request on a background thread after the live decision is logged, and
+their decisions go into the same row's `shadow` column. The response never depends on them.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import partial
+
+from anyio import to_thread
+
+from router.contracts import Decision, ExperimentConfig, Policy, RouteScores
+from router.errors import ModelUnavailable
+from router.models.base import DecisionModel
+from router.routing.experiments import ShadowWorker, assign, assignment_unit
+from router.routing.policy import decide
+from router.routing.rules import DEFAULT_RULES, RouteRequest, Rule, first_rule_hit
+from router.storage.decision_log import DecisionLog
+from router.telemetry.metrics import count_decision, time_model
+
+
+@dataclass(frozen=True)
+class BoundModel:
+    """A decision model and the policy calibrated for it: they are never mixed up."""
+
+    model: DecisionModel
+    policy: Policy
+
+
+@dataclass(frozen=True)
+class LiveExperiment:
+    """An experiment's configuration with each variant's model and policy loaded."""
+
+    config: ExperimentConfig
+    variants: dict[str, BoundModel]
+    shadows: dict[str, BoundModel] = field(default_factory=dict)
+
+
+def new_request_id() -> str:
+    return uuid.uuid4().hex
+
+
+def score_request(model: DecisionModel, request: RouteRequest) -> RouteScores:
+    """The message's scores; for an answer to our clarifying question, the surer of the
+    answer alone and the answer read after the messages it answers.
+
+    "It's order O-1001." says nothing alone but completes "my teapot arrived broken, I'd
+    like a refund"; a clear second message after a vague "I need help" is clearer alone.
+    Both are the model's own scores, so the threshold still decides.
+    """
+    scores = model.score(request.text)
+    if not request.earlier_texts:
+        return scores
+    together = model.score("\n".join([*request.earlier_texts, request.text]))
+    return together if together.confidence > scores.confidence else scores
+
+
+class RouterService:
+    def __init__(
+        self,
+        primary: BoundModel,
+        log: DecisionLog,
+        *,
+        fallback: BoundModel | None = None,
+        rules: Sequence[Rule] = DEFAULT_RULES,
+        experiment: LiveExperiment | None = None,
+    ) -> None:
+        self._primary = primary
+        self._fallback = fallback
+        self._log = log
+        self._rules = tuple(rules)
+        self._lock = threading.Lock()
+        self._experiment = experiment
+        self.shadow_worker: ShadowWorker | None = None
+        if experiment is not None and experiment.shadows:
+            self.shadow_worker = ShadowWorker(maxsize=experiment.config.shadow_queue_size)
+        live = [primary, *([fallback] if fallback else []),
+                *(experiment.variants.values() if experiment else ())]
+        # The embedded model scores in a fraction of a millisecond: cheaper to run on the
+        # event loop than to hand to a thread. e5 (20-35 ms) and remote models are not.
+        self.decides_inline = all(b.policy.model.backend == "local" for b in live)
+
+    @property
+    def primary(self) -> BoundModel:
+        return self._primary
+
+    @property
+    def experiment(self) -> LiveExperiment | None:
+        return self._experiment
+
+    def swap_policy(self, policy: Policy) -> Policy:
+        """Switch the primary model's policy atomically; in-flight requests keep the old one."""
+        with self._lock:
+            previous = self._primary.policy
+            self._primary = BoundModel(self._primary.model, policy)
+        return previous
+
+    def variant_for(self, request: RouteRequest, request_id: str) -> str | None:
+        """The live variant assigned to this request's customer (or case), if any."""
+        if self._experiment is None:
+            return None
+        unit = assignment_unit(customer=request.customer, case_id=request.case_id,
+                               request_id=request_id)
+        return assign(self._experiment.config, unit).name
+
+    def decide(self, request: RouteRequest, *, request_id: str | None = None) -> Decision:
+        """Decide without logging (used by offline tools)."""
+        request_id = request_id or new_request_id()
+        variant = self.variant_for(request, request_id)
+        bound = (self._primary if variant is None or self._experiment is None
+                 else self._experiment.variants[variant])
+        return self._decide_with(bound, request, request_id, variant)
+
+    def _decide_with(self, bound: BoundModel, request: RouteRequest, request_id: str,
+                     variant: str | None, *, use_fallback: bool = True) -> Decision:
+        hit = first_rule_hit(request, self._rules)
+        if hit is not None:
+            return Decision(
+                request_id=request_id,
+                route=hit.route,
+                scores=None,
+                threshold=bound.policy.threshold,
+                policy_version=bound.policy.version,
+                variant=variant,
+                reason=f"rule:{hit.name}",
+                model="rules",
+            )
+        try:
+            with time_model(bound.policy.model.backend):
+                scores = score_request(bound.model, request)
+            return decide(scores, bound.policy, request_id=request_id, variant=variant)
+        except ModelUnavailable:
+            if self._fallback is None or not use_fallback:
+                raise
+            fallback = self._fallback
+            with time_model(fallback.policy.model.backend):
+                scores = score_request(fallback.model, request)
+            return decide(scores, fallback.policy, request_id=request_id, variant=variant,
+                          model_unavailable=True)
+
+    def route(self, request: RouteRequest, *, request_id: str | None = None) -> Decision:
+        """Decide and log (committed before this returns); for threads and the CLI."""
+        decision = self.decide(request, request_id=request_id)
+        self.record(request, decision)
+        return decision
+
+    def record(self, request: RouteRequest, decision: Decision, *,
+               outcome: str | None = None) -> None:
+        """Log a decision made by `decide` (with the handler's outcome, when known), then
+        count it and hand it to the shadow variants; committed before this returns."""
+        experiment = self._experiment.config.name if self._experiment else None
+        self._log.append(decision, text=request.text, case_id=request.case_id,
+                         experiment=experiment, outcome=outcome)
+        self._after_logged(request, decision)
+
+    async def route_async(self, request: RouteRequest, *,
+                          request_id: str | None = None) -> Decision:
+        """`route` for the event loop: the row goes through the log's group commit.
+
+        Returns only after the decision is committed, as `route` does. The embedded
+        model scores on the loop; other backends score on a worker thread.
+        """
+        if self.decides_inline:
+            decision = self.decide(request, request_id=request_id)
+        else:
+            decision = await to_thread.run_sync(
+                partial(self.decide, request, request_id=request_id))
+        experiment = self._experiment.config.name if self._experiment else None
+        await self._log.append_async(decision, text=request.text, case_id=request.case_id,
+                                     experiment=experiment)
+        self._after_logged(request, decision)
+        return decision
+
+    def _after_logged(self, request: RouteRequest, decision: Decision) -> None:
+        """What follows a committed decision: its metrics, then the shadow variants."""
+        count_decision(decision)
+        if self.shadow_worker is not None:
+            self.shadow_worker.submit(lambda: self._score_shadows(request, decision.request_id))
+
+    def _score_shadows(self, request: RouteRequest, request_id: str) -> None:
+        """Score with every shadow variant and record their decisions on the live row."""
+        assert self._experiment is not None
+        out: dict[str, dict] = {}
+        for name, bound in self._experiment.shadows.items():
+            try:
+                d = self._decide_with(bound, request, request_id, name, use_fallback=False)
+            except ModelUnavailable as exc:
+                out[name] = {"error": exc.code}
+                continue
+            out[name] = {"route": d.route, "reason": d.reason, "model": d.model,
+                         "policy_version": d.policy_version, "threshold": d.threshold,
+                         "choice": d.scores.choice if d.scores else None,
+                         "confidence": d.scores.confidence if d.scores else None,
+                         "probabilities": dict(d.scores.probabilities) if d.scores else None}
+        first = next(iter(out.values()), {})
+        self._log.set_shadow(request_id, {"choice": first.get("choice"), "variants": out})
+
+    def close(self) -> None:
+        """Finish queued shadow work and stop its thread; commit queued log rows."""
+        if self.shadow_worker is not None:
+            self.shadow_worker.close()
+        self._log.close()

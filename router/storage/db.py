@@ -1,0 +1,224 @@
+"""Database engines: one SQLAlchemy Core engine per process, SQLite or PostgreSQL.
+
+SQLite is made safe for several threads and processes writing one file: WAL journal,
+a busy timeout, and `BEGIN IMMEDIATE` for every transaction so that a read-then-write
+step cannot be overtaken between its read and its write (SQLite's default deferred
+transactions would fail with "database is locked" or let two writers both read "no row").
+`synchronous=NORMAL` is the usual WAL setting: a commit survives a crash of the process
+(the WAL is written before the call returns) but not necessarily an OS crash or power
+loss, which can drop the last transactions without corrupting the file. It avoids an
+fsync per decision-log row, which otherwise dominates the cost of a request.
+
+The schema is created and upgraded only by `migrate(engine)` (Alembic, scripts in
+`router/storage/migrations/`, configured here in code: no `alembic.ini`). Several processes may
+start at once on one database, so the upgrade runs in one transaction under a lock that
+the others wait for: PostgreSQL's transaction-scoped advisory lock (per schema), SQLite's
+write lock (`BEGIN IMMEDIATE`). PostgreSQL and SQLite both have transactional DDL, so
+the migrations and the version stamp commit together; a waiting process then finds the
+database at head and does nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+import time
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Connection, Engine, MetaData, create_engine, event
+from sqlalchemy.engine import make_url
+
+from router.storage.migrations import MIGRATIONS_DIR
+
+logger = logging.getLogger(__name__)
+# Alembic says "Context impl …" at INFO on every check, i.e. on every start of every CLI
+# command; only warnings from it are news. An upgrade that ran is logged below, at
+# DEBUG: CLI commands print JSON on stdout and their first run would migrate.
+if logging.getLogger("alembic").level == logging.NOTSET:
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+
+# Transaction-scoped, so it can never outlive the migrating transaction; one key per
+# schema, so databases with several schemas (the tests) do not wait for each other.
+_PG_MIGRATION_LOCK = (
+    "SELECT pg_advisory_xact_lock("
+    "hashtextextended('support-router:migrate:' || coalesce(current_schema(), ''), 0))"
+)
+
+
+SQLITE_BUSY_TIMEOUT_S = 30.0
+
+
+def make_engine(url: str) -> Engine:
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        return create_engine(url, pool_pre_ping=True, future=True)
+
+    connect_args: dict[str, Any] = {"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_S}
+    if parsed.database and parsed.database != ":memory:":
+        Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        connect_args["factory"] = _serialised_connection_class()
+    engine = create_engine(url, connect_args=connect_args)
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
+        dbapi_connection.isolation_level = None  # we issue BEGIN ourselves
+        cursor = dbapi_connection.cursor()
+        _use_wal(cursor)
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute(f"PRAGMA busy_timeout={int(SQLITE_BUSY_TIMEOUT_S * 1000)}")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection) -> None:  # type: ignore[no-untyped-def]
+        dbapi_connection = connection.connection.dbapi_connection
+        if isinstance(dbapi_connection, _SerialisedConnection):
+            dbapi_connection.begin_immediate()
+        else:
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+    return engine
+
+
+def _use_wal(cursor: sqlite3.Cursor) -> None:
+    """Switch the file to WAL (a setting the file keeps), waiting out other processes.
+
+    SQLite answers "database is locked" at once, without its busy handler, when another
+    connection is switching the file or holds a lock the switch needs; the gateway's
+    workers all open a new file at the same moment, so one of them could fail to start.
+    A file already in WAL needs no switch.
+    """
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_S
+    pause = 0.005
+    while True:
+        try:
+            if cursor.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() > deadline:
+                raise
+            time.sleep(pause)
+            pause = min(2 * pause, 0.1)
+
+
+class _SerialisedConnection(sqlite3.Connection):
+    """A SQLite connection that holds its engine's in-process write lock from BEGIN
+    IMMEDIATE until COMMIT, ROLLBACK or close.
+
+    Why: every transaction takes SQLite's write lock, and a thread that finds it taken
+    sleeps in SQLite's busy handler (1, 2, 5, … up to 100 ms between retries), so under
+    load requests of one process queued behind each other in sleeps, not in work (the
+    p99 of `/v1/messages` was over a second). Threads of one process now queue on a
+    Python lock and are woken the moment it is released; only other processes still meet
+    the busy handler. The lock is released after the real COMMIT/ROLLBACK returns, and
+    the pool's rollback on check-in releases it if a transaction was abandoned.
+    """
+
+    write_lock: threading.Lock  # one per engine: set on the subclass made for it
+    _holds_lock = False
+
+    def begin_immediate(self) -> None:
+        if not self.write_lock.acquire(timeout=SQLITE_BUSY_TIMEOUT_S):
+            raise sqlite3.OperationalError("database is locked (by this process's writers)")
+        self._holds_lock = True
+        try:
+            self.execute("BEGIN IMMEDIATE")
+        except BaseException:
+            self._release()
+            raise
+
+    def commit(self) -> None:
+        try:
+            super().commit()
+        finally:
+            self._release()
+
+    def rollback(self) -> None:
+        try:
+            super().rollback()
+        finally:
+            self._release()
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        if self._holds_lock:
+            self._holds_lock = False
+            self.write_lock.release()
+
+
+def _serialised_connection_class() -> type[_SerialisedConnection]:
+    """A connection class with its own lock: one lock per engine (per database file)."""
+    return type("SerialisedConnection", (_SerialisedConnection,),
+                {"write_lock": threading.Lock()})
+
+
+def alembic_config(connection: Connection | None = None) -> Config:
+    """Alembic's configuration, built in code: the packaged scripts and our connection."""
+    config = Config()
+    # ConfigParser interpolates `%`; a path containing one must be escaped.
+    config.set_main_option("script_location", str(MIGRATIONS_DIR).replace("%", "%%"))
+    config.attributes["connection"] = connection
+    return config
+
+
+@lru_cache(maxsize=1)
+def _scripts() -> ScriptDirectory:
+    return ScriptDirectory.from_config(alembic_config())
+
+
+def head_revision() -> str:
+    """The newest migration shipped with this code."""
+    head = _scripts().get_current_head()
+    assert head is not None, "router/storage/migrations/versions has no migration"
+    return head
+
+
+def current_revision(engine: Engine) -> str | None:
+    """The migration a database is at (None: never migrated)."""
+    with engine.connect() as conn:
+        return MigrationContext.configure(conn).get_current_revision()
+
+
+def migrate(engine: Engine) -> None:
+    """Create or upgrade the schema to the newest migration; a no-op when it is there.
+
+    Safe for several processes starting at once on one database (see the module
+    docstring): the check and the upgrade happen under the migration lock, in one
+    transaction.
+    """
+    with engine.begin() as conn:  # SQLite: BEGIN IMMEDIATE, i.e. the write lock
+        if conn.dialect.name == "postgresql":
+            conn.exec_driver_sql(_PG_MIGRATION_LOCK)
+        current = MigrationContext.configure(conn).get_current_revision()
+        if current == head_revision():
+            return
+        command.upgrade(alembic_config(conn), "head")
+    logger.debug("database schema migrated from %s to %s", current or "empty",
+                head_revision())
+
+
+def new_revision(engine: Engine, message: str, target_metadata: MetaData) -> None:
+    """Write the next migration script from the difference between code and database.
+
+    For developers: `engine` must be at head; review the generated file before use.
+    """
+    number = len(list(_scripts().walk_revisions())) + 1
+    with engine.begin() as conn:
+        config = alembic_config(conn)
+        config.attributes["target_metadata"] = target_metadata
+        command.revision(config, message=message, autogenerate=True,
+                         rev_id=f"{number:04d}")
+    _scripts.cache_clear()

@@ -1,0 +1,73 @@
+"""`support-router approvals …` and `tasks run` through typer's CliRunner."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
+
+from router.cli.desk import approvals_app, tasks_app
+from router.gateway.app import create_app
+from router.settings import Settings
+from tests.messages import WHEELS
+
+runner = CliRunner()
+
+
+def _hold(settings: Settings) -> str:
+    with TestClient(create_app(settings)) as client:
+        client.post("/v1/messages", json={"text": WHEELS, "kind": "refund"})
+        return client.get("/v1/approvals").json()[0]["operation"]
+
+
+def test_list_and_decide(cli_env: Settings) -> None:
+    op = _hold(cli_env)
+    listed = runner.invoke(approvals_app, ["list"])
+    assert listed.exit_code == 0 and op in listed.output and "$350.00" in listed.output
+    as_json = json.loads(runner.invoke(approvals_app, ["list", "--json"]).stdout)
+    assert [r["operation"] for r in as_json] == [op]
+
+    decided = runner.invoke(approvals_app, ["decide", op, "approve", "--supervisor", "maria"])
+    assert decided.exit_code == 0, decided.output
+    assert "issued" in decided.output and "(refund 2)" in decided.output
+    again = runner.invoke(approvals_app, ["decide", op, "approve", "--supervisor", "maria"])
+    assert again.exit_code == 0 and "already decided" in again.output
+    assert "no refunds in that state" in runner.invoke(approvals_app, ["list"]).output
+
+
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [
+        (["decide", "op-nope", "approve", "--supervisor", "m"], "unknown_operation"),
+        (["decide", "{op}", "perhaps", "--supervisor", "m"], "invalid_decision"),
+        (["list", "--status", "pending"], "invalid_status"),
+    ],
+)
+def test_errors_print_the_code_and_exit_1(cli_env: Settings, args: list[str], code: str) -> None:
+    op = _hold(cli_env)
+    result = runner.invoke(approvals_app, [a.format(op=op) for a in args])
+    assert result.exit_code == 1 and code in result.output
+
+
+def test_tasks_run_json_and_exit_code(cli_env: Settings, tmp_path: Path) -> None:
+    suite = tmp_path / "suite.jsonl"
+    good = {"id": "handoff", "message": "hello", "expect": {}}
+    suite.write_text(json.dumps(good) + "\n", encoding="utf-8")
+    result = runner.invoke(tasks_app, ["run", "--suite", str(suite), "--json"])
+    report = json.loads(result.stdout)
+    assert result.exit_code == 0 and report["passed"] == 1 and report["failed"] == 0
+    assert set(report["results"][0]) >= {"id", "passed", "reason", "route", "status", "reply"}
+    assert report["results"][0]["wrote"] is False
+
+    bad = {
+        "id": "impossible",
+        "message": "hello",
+        "expect": {"refunds": [{"order_id": "O-1001", "amount_cents": 1}]},
+    }
+    suite.write_text(json.dumps(bad) + "\n", encoding="utf-8")
+    result = runner.invoke(tasks_app, ["run", "--suite", str(suite)])
+    assert result.exit_code == 1
+    assert "FAIL  impossible" in result.output and "0 passed, 1 failed" in result.output

@@ -1,0 +1,84 @@
+"""The decision log's storage, the same on SQLite and PostgreSQL.
+
+Labelling, recalibration and A/B reports read these rows back, so what goes in must come
+out unchanged on both backends: scores, outcome and shadow decisions, the time filter
+and the experiment filter, and a request id that can be logged only once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import Engine
+from sqlalchemy.exc import IntegrityError
+
+from router.contracts import Decision, RouteScores
+from router.storage.db import make_engine
+from router.storage.decision_log import DecisionLog
+
+T0 = datetime(2026, 3, 15, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def log(any_db_url: str) -> Iterator[DecisionLog]:
+    engine: Engine = make_engine(any_db_url)
+    log = DecisionLog(engine)
+    log.create_schema()
+    yield log
+    close = getattr(log, "close", None)
+    if callable(close):
+        close()
+    engine.dispose()
+
+
+def _decision(request_id: str, minutes: int, route: str = "refund") -> Decision:
+    scores = RouteScores.from_probabilities(
+        "m", {"refund": 0.7, "account": 0.1, "other": 0.1, "unclear": 0.1})
+    return Decision(request_id=request_id, route=route, scores=scores, threshold=0.5,
+                    policy_version="p1", reason="confident", model="m",
+                    created_at=T0 + timedelta(minutes=minutes))
+
+
+def _as_utc(value: datetime) -> datetime:
+    """SQLite gives back naive UTC datetimes, PostgreSQL aware ones: compare as UTC."""
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def test_rows_come_back_as_written_in_time_order(log: DecisionLog) -> None:
+    log.append(_decision("r2", 2), text="second", case_id="c-1", experiment="exp")
+    log.append(_decision("r1", 1, route="clarify"), text="first")
+    log.set_outcome("r2", "resolved")
+    log.set_shadow("r2", {"shadow-a": {"route": "refund", "confidence": 0.5}})
+
+    rows = log.rows()
+    assert [r["request_id"] for r in rows] == ["r1", "r2"]
+    first, second = rows
+    assert [_as_utc(r["created_at"]) for r in rows] == [T0 + timedelta(minutes=1),
+                                                        T0 + timedelta(minutes=2)]
+    assert (first["route"], first["outcome"], first["shadow"]) == ("clarify", None, None)
+    assert (second["case_id"], second["experiment"], second["outcome"]) == \
+        ("c-1", "exp", "resolved")
+    assert json.loads(second["shadow"]) == {"shadow-a": {"route": "refund",
+                                                         "confidence": 0.5}}
+    assert json.loads(second["probabilities"])["refund"] == pytest.approx(0.7)
+    assert second["confidence"] == pytest.approx(0.6)
+
+
+def test_since_and_experiment_filters(log: DecisionLog) -> None:
+    for minute, experiment in ((0, None), (5, "exp"), (10, "exp"), (15, "other")):
+        log.append(_decision(f"r{minute}", minute), text="t", experiment=experiment)
+    since = T0 + timedelta(minutes=5)
+    assert [r["request_id"] for r in log.rows(since=since)] == ["r5", "r10", "r15"]
+    assert [r["request_id"] for r in log.rows(experiment="exp")] == ["r5", "r10"]
+    assert [r["request_id"] for r in log.rows(since=T0 + timedelta(minutes=6),
+                                              experiment="exp")] == ["r10"]
+
+
+def test_a_request_id_is_logged_once(log: DecisionLog) -> None:
+    log.append(_decision("same", 0), text="t")
+    with pytest.raises(IntegrityError):
+        log.append(_decision("same", 1), text="t")
+    assert len(log.rows()) == 1
