@@ -20,7 +20,9 @@ database at head and does nothing.
 
 from __future__ import annotations
 
+import fcntl
 import logging
+import os
 import sqlite3
 import threading
 import time
@@ -63,7 +65,8 @@ def make_engine(url: str) -> Engine:
     connect_args: dict[str, Any] = {"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_S}
     if parsed.database and parsed.database != ":memory:":
         Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-        connect_args["factory"] = _serialised_connection_class()
+        connect_args["factory"] = _serialised_connection_class(
+            Path(parsed.database).with_name(Path(parsed.database).name + ".writer-lock"))
     engine = create_engine(url, connect_args=connect_args)
 
     @event.listens_for(engine, "connect")
@@ -115,14 +118,16 @@ class _SerialisedConnection(sqlite3.Connection):
 
     Why: every transaction takes SQLite's write lock, and a thread that finds it taken
     sleeps in SQLite's busy handler (1, 2, 5, … up to 100 ms between retries), so under
-    load requests of one process queued behind each other in sleeps, not in work (the
-    p99 of `/v1/messages` was over a second). Threads of one process now queue on a
-    Python lock and are woken the moment it is released; only other processes still meet
-    the busy handler. The lock is released after the real COMMIT/ROLLBACK returns, and
-    the pool's rollback on check-in releases it if a transaction was abandoned.
+    load requests queued behind each other in sleeps, not in work. Threads of one process
+    queue on a Python lock, processes on a `_ProcessLock`; both wake a waiter the moment
+    the lock is released, so `BEGIN IMMEDIATE` finds the file free and SQLite's busy
+    handler is left only for writers outside the gateway. The locks are released after
+    the real COMMIT/ROLLBACK returns, and the pool's rollback on check-in releases them
+    if a transaction was abandoned.
     """
 
     write_lock: threading.Lock  # one per engine: set on the subclass made for it
+    process_lock: _ProcessLock  # likewise; the other processes' writers wait on it
     _holds_lock = False
 
     def begin_immediate(self) -> None:
@@ -130,6 +135,7 @@ class _SerialisedConnection(sqlite3.Connection):
             raise sqlite3.OperationalError("database is locked (by this process's writers)")
         self._holds_lock = True
         try:
+            self.process_lock.acquire()
             self.execute("BEGIN IMMEDIATE")
         except BaseException:
             self._release()
@@ -156,13 +162,42 @@ class _SerialisedConnection(sqlite3.Connection):
     def _release(self) -> None:
         if self._holds_lock:
             self._holds_lock = False
+            self.process_lock.release()
             self.write_lock.release()
 
 
-def _serialised_connection_class() -> type[_SerialisedConnection]:
-    """A connection class with its own lock: one lock per engine (per database file)."""
+def _serialised_connection_class(lock_path: Path) -> type[_SerialisedConnection]:
+    """A connection class with its own locks: one per engine (per database file)."""
     return type("SerialisedConnection", (_SerialisedConnection,),
-                {"write_lock": threading.Lock()})
+                {"write_lock": threading.Lock(), "process_lock": _ProcessLock(lock_path)})
+
+
+class _ProcessLock:
+    """An exclusive `flock` on a file beside the database, shared by the writers of every
+    process that opens it.
+
+    Why: SQLite's own busy handler makes a writer that finds the file locked by another
+    process sleep and retry (1, 2, 5, … up to 100 ms), so with two gateway workers most
+    of a message's latency was spent asleep while the lock was free. A blocked `flock`
+    is woken by the kernel the moment the holder releases it, and it is released by the
+    kernel if the holder dies. The descriptor is opened per process: a descriptor
+    inherited across `fork` would be the same lock in both processes, i.e. no lock.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._fd: int | None = None
+        self._pid = 0
+
+    def acquire(self) -> None:
+        if self._fd is None or self._pid != os.getpid():
+            self._fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o600)
+            self._pid = os.getpid()
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+
+    def release(self) -> None:
+        if self._fd is not None and self._pid == os.getpid():
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
 
 
 def alembic_config(connection: Connection | None = None) -> Config:

@@ -30,12 +30,13 @@ def test_case_ids_are_unique_identifiers() -> None:
 
 def test_record_creates_then_updates(book: CaseBook) -> None:
     assert book.get("c-1") is None
-    first = book.record("c-1", _turn())
-    assert first.status == "awaiting_customer" and first.context == {"texts": ["hello"]}
-    second = book.record("c-1", _turn(request_id="r2", customer_text="refund O-1001",
-                                      status="resolved", flow=None, customer_id="A-100",
-                                      context={}))
-    assert second.status == "resolved" and second.customer_id == "A-100"
+    book.record("c-1", _turn())
+    first = book.get("c-1")
+    assert first is not None and first.status == "awaiting_customer" and first.context == {"texts": ["hello"]}
+    book.record("c-1", _turn(request_id="r2", customer_text="refund O-1001",
+                             status="resolved", flow=None, customer_id="A-100", context={}))
+    second = book.get("c-1")
+    assert second is not None and second.status == "resolved" and second.customer_id == "A-100"
     assert second.created_at == first.created_at
 
 
