@@ -33,7 +33,7 @@ from router.models.local.model import (  # noqa: E402
     label_indices,
     prepare_text,  # noqa: E402
 )
-from router.settings import PROJECT_ROOT  # noqa: E402
+from router.packaged import data_path  # noqa: E402
 
 
 def _per_call_ms(fn, items) -> np.ndarray:  # type: ignore[no-untyped-def]
@@ -52,16 +52,16 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=2, help="workers for the parallel batch")
     args = parser.parse_args()
 
-    rows = load_labelled(PROJECT_ROOT / "datasets" / "routes")
+    rows = load_labelled(data_path("routes"))
     held_out = [r.text for r in select_split(rows, "test")]
     # Kept until the end: the worker processes load the artifact from this file.
     tmp = tempfile.TemporaryDirectory()
     if args.model is None:
         result = train_local(
-            PROJECT_ROOT / "datasets" / "routes",
+            data_path("routes"),
             Path(tmp.name),
             policy_path=Path(tmp.name) / "policy.json",
-            steering_data=PROJECT_ROOT / "datasets" / "steering",
+            steering_data=data_path("steering"),
         )
         model = LocalRouteModel.load(result.model_path)
     else:

@@ -1,5 +1,5 @@
 """`python -m router`: the `support-router` command line."""
 
-from router.cli.main import app
+from router.cli.main import main
 
-app()
+main()

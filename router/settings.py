@@ -1,42 +1,64 @@
 """Runtime configuration, read from `SUPPORT_ROUTER_*` environment variables.
 
-Relative paths are resolved against the project root, so `support-router serve` works the
-same from any working directory of an editable install. Settings are built by
-`get_settings()` (cached) and passed in; nothing reads them at import time.
+State lives where the operator puts it: under `data_dir` (`SUPPORT_ROUTER_DATA_DIR`;
+default: the working directory when the settings are built) are `models/` (the trained
+model and its policies) and `var/` (the SQLite database, agent checkpoints, the score
+cache, numba's compiled kernels). Every other relative path setting is resolved against
+`data_dir` too, never against the package, so an installed wheel writes nothing into
+site-packages and two gateways started in two folders share nothing by accident. The
+policy files default to `model_dir`, so pointing `SUPPORT_ROUTER_MODEL_DIR` at a trained
+model is enough.
+
+The labelled data, steering segments and store fixture default to the copies shipped with
+the code (router/packaged.py); an operator may point these settings at their own files.
+
+Settings are built by `get_settings()` (cached) and passed in; nothing reads them at
+import time.
 """
 
 from __future__ import annotations
 
+import os
 from datetime import date
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from router.access import ApiKey
 from router.contracts import ExperimentConfig
+from router.packaged import data_path
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+# The policy files that default to `model_dir` when not set (file names inside it).
+POLICY_FILES = {
+    "policy_path": "policy.json",
+    "e5_policy_path": "policy-e5.json",
+    "typesafe_policy_path": "policy-typesafe.json",
+}
 
 
-def _resolve(path: Path) -> Path:
-    return path if path.is_absolute() else PROJECT_ROOT / path
+def resolve_path(path: Path, base: Path) -> Path:
+    """`path` itself if absolute, else `base / path`."""
+    return path if path.is_absolute() else base / path
 
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="SUPPORT_ROUTER_", extra="ignore")
 
-    # Where state lives. A SQLite file by default; `postgresql+psycopg://…` in deployments.
+    # Where state lives (see the module docstring); relative paths below resolve against it.
+    data_dir: Path = Field(default_factory=Path.cwd)
     var_dir: Path = Path("var")
+    # A SQLite file in var_dir by default; `postgresql+psycopg://…` in deployments.
     database_url: str = ""
 
-    # Decision model and policy.
+    # Decision model and policy. The labelled data defaults to the shipped copy.
     backend: Literal["local", "e5", "typesafe"] = "local"
-    routes_data: Path = Path("datasets/routes")
-    steering_data: Path = Path("datasets/steering")
+    routes_data: Path = Field(default_factory=lambda: data_path("routes"))
+    steering_data: Path = Field(default_factory=lambda: data_path("steering"))
     model_dir: Path = Path("models")
+    # Unset: `<model_dir>/policy.json` (and policy-e5.json, policy-typesafe.json).
     policy_path: Path = Path("models/policy.json")
     e5_policy_path: Path = Path("models/policy-e5.json")
 
@@ -57,16 +79,16 @@ class Settings(BaseSettings):
     breaker_failure_threshold: int = Field(default=5, ge=1)
     breaker_reset_s: float = Field(default=30.0, gt=0)
 
-    # The shop: the store fixture and its clock (the fixture's "today").
-    store_fixture: Path = Path("datasets/store/fixture.json")
+    # The shop: the store fixture (default: the shipped one) and its clock (its "today").
+    store_fixture: Path = Field(default_factory=lambda: data_path("store", "fixture.json"))
     today: date = date(2026, 3, 15)
 
     # HTTP.
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
-    # Bad input (router/gateway/middleware/body_limits.py): a body above max_body_bytes is refused with 413
-    # while it streams in (never buffered past the limit); JSON nested deeper than
-    # max_json_depth objects/arrays is refused with 400 before it is parsed.
+    # Bad input (router/gateway/middleware/body_limits.py): a body above max_body_bytes is
+    # refused with 413 while it streams in (never buffered past the limit); JSON nested
+    # deeper than max_json_depth objects/arrays is refused with 400 before it is parsed.
     max_body_bytes: int = Field(default=64 * 1024, ge=1024)
     max_json_depth: int = Field(default=16, ge=2, le=256)
 
@@ -97,19 +119,23 @@ class Settings(BaseSettings):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_customer_data: bool = False
 
-    @field_validator(
-        "var_dir",
-        "routes_data",
-        "steering_data",
-        "model_dir",
-        "policy_path",
-        "e5_policy_path",
-        "typesafe_policy_path",
-        "store_fixture",
-    )
+    @field_validator("data_dir")
     @classmethod
-    def _absolute(cls, value: Path) -> Path:
-        return _resolve(value)
+    def _absolute_data_dir(cls, value: Path) -> Path:
+        return resolve_path(value.expanduser(), Path.cwd())
+
+    @model_validator(mode="after")
+    def _resolve_paths(self) -> Settings:
+        """Relative paths against `data_dir`; unset policy files inside `model_dir`."""
+        given = set(self.model_fields_set)
+        for name in ("var_dir", "model_dir", "routes_data", "steering_data", "store_fixture"):
+            setattr(self, name, resolve_path(getattr(self, name).expanduser(), self.data_dir))
+        for name, file_name in POLICY_FILES.items():
+            if name in given:
+                setattr(self, name, resolve_path(getattr(self, name).expanduser(), self.data_dir))
+            else:
+                setattr(self, name, self.model_dir / file_name)
+        return self
 
     @property
     def resolved_database_url(self) -> str:
@@ -127,3 +153,14 @@ class Settings(BaseSettings):
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
     return Settings()
+
+
+def keep_caches_in_var_dir(settings: Settings) -> None:
+    """Point numba's on-disk cache of compiled kernels at `<var_dir>/numba-cache`.
+
+    Kernels compiled with `cache=True` otherwise write their cache next to their source
+    file, inside the installed package. An operator's own `NUMBA_CACHE_DIR` wins. numba
+    chooses the folder when a kernel's module is imported, so a process calls this first
+    (the console script does: `router.cli.main.main`).
+    """
+    os.environ.setdefault("NUMBA_CACHE_DIR", str(settings.var_dir / "numba-cache"))

@@ -30,8 +30,9 @@ from sqlalchemy.engine import make_url
 
 from router.app.training import MODEL_FILES, TrainResult, train_local
 from router.gateway.app import create_app
-from router.settings import PROJECT_ROOT, Settings, get_settings
+from router.settings import Settings, get_settings
 from router.storage.policy_store import load_policy
+from tests.paths import DATASETS
 
 POSTGRES_URL = os.environ.get(
     "SUPPORT_ROUTER_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -127,10 +128,10 @@ def trained(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> TrainRe
     with FileLock(shared / "trained-model.lock"):
         if not policy_path.exists():  # written last by `train_local`
             return train_local(
-                PROJECT_ROOT / "datasets" / "routes",
+                DATASETS / "routes",
                 model_dir,
                 policy_path=policy_path,
-                steering_data=PROJECT_ROOT / "datasets" / "steering",
+                steering_data=DATASETS / "steering",
             )
     model_path = model_dir / MODEL_FILES["local"]
     sha = hashlib.sha256(model_path.read_bytes()).hexdigest()

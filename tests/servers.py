@@ -19,7 +19,7 @@ from types import TracebackType
 import httpx
 import pytest
 
-from router.settings import PROJECT_ROOT
+from tests.paths import REPO_ROOT
 
 SERVE = (sys.executable, "-c", "from router.cli.main import app; app()", "serve")
 """`support-router serve` from this checkout's sources."""
@@ -42,14 +42,16 @@ class GatewayProcess:
         self.log = Path()
         self.process: subprocess.Popen[bytes] | None = None
 
-    def start(self, env: dict[str, str], args: Sequence[str], log: Path) -> str:
-        """Start `command --port <free port> *args` with `env`, output to `log`; the URL."""
+    def start(self, env: dict[str, str], args: Sequence[str], log: Path, *,
+              cwd: Path = REPO_ROOT) -> str:
+        """Start `command --port <free port> *args` with `env` in `cwd` (default: the
+        checkout, whose sources `python -c` then imports), output to `log`; the URL."""
         self.port, self.log = free_port(), log
         self.url = f"http://127.0.0.1:{self.port}"
         with log.open("wb") as out:
             self.process = subprocess.Popen(
                 [*self.command, "--port", str(self.port), *args],
-                cwd=PROJECT_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+                cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
         return self.url
 
     def wait_ready(self, timeout: float) -> None:

@@ -29,8 +29,9 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 from calibration.data import split_of
 from handlers.extract import find_order_ids
 from router.errors import InvalidInput
+from router.packaged import data_path
 
-DEFAULT_FAQ_DIR = Path(__file__).resolve().parents[2] / "datasets" / "faq"
+DEFAULT_FAQ_DIR = data_path("faq")  # the shipped FAQ (router/packaged.py)
 HANDOFF = "handoff"
 TARGET_PRECISION = 0.95
 

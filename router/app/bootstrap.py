@@ -22,7 +22,7 @@ from router.models.base import DecisionModel
 from router.models.breaker import CircuitBreaker, GuardedRouteModel
 from router.models.local.model import LocalRouteModel
 from router.routing.service import BoundModel, LiveExperiment, RouterService
-from router.settings import PROJECT_ROOT, Settings
+from router.settings import Settings, resolve_path
 from router.storage.db import make_engine, migrate
 from router.storage.decision_log import DecisionLog
 from router.storage.policy_store import load_policy
@@ -32,8 +32,8 @@ logger = logging.getLogger(__name__)
 
 
 def ensure_trained(settings: Settings, backend: str = "local") -> None:
-    """Train the local model (or its e5 variant) from `datasets/` if it or its policy is
-    missing, so a fresh clone serves without a separate training step."""
+    """Train the local model (or its e5 variant) from the labelled data if it or its
+    policy is missing, so a fresh install serves without a separate training step."""
     model_path, policy_path = (
         (settings.local_model_path, settings.policy_path)
         if backend == "local"
@@ -52,14 +52,14 @@ def ensure_trained(settings: Settings, backend: str = "local") -> None:
 
 
 def load_local(settings: Settings) -> BoundModel:
-    """The embedded model and its policy, trained from `datasets/` if either is missing."""
+    """The embedded model and its policy, trained if either is missing."""
     ensure_trained(settings)
     model = LocalRouteModel.load(settings.local_model_path)
     return BoundModel(model, load_policy(settings.policy_path))
 
 
 def load_e5(settings: Settings) -> BoundModel:
-    """The [e5] backend and its policy, trained from `datasets/` if either is missing."""
+    """The [e5] backend and its policy, trained if either is missing."""
     from router.models.e5.model import E5RouteModel
 
     ensure_trained(settings, "e5")
@@ -105,19 +105,19 @@ def load_backend(settings: Settings, backend: str) -> BoundModel:
     raise ArtifactError(f"unknown backend {backend!r}; choose local, e5 or typesafe")
 
 
-def _project_path(value: str | Path) -> Path:
-    path = Path(value)
-    return path if path.is_absolute() else PROJECT_ROOT / path
-
-
 def load_variant(settings: Settings, variant: VariantConfig) -> BoundModel:
     """An experiment variant's model with its own policy; a local policy must name the
-    loaded artifact (a threshold never silently moves to another model)."""
+    loaded artifact (a threshold never silently moves to another model). Relative paths
+    in the experiment are resolved against the data dir, like every path setting."""
+
+    def _path(value: str | Path) -> Path:
+        return resolve_path(Path(value), settings.data_dir)
+
     if variant.backend == "typesafe":
         chosen = settings.model_copy(update={"typesafe_model": variant.model or
                                              settings.typesafe_model})
         bound = load_typesafe(chosen)
-        return BoundModel(bound.model, load_policy(_project_path(variant.policy))
+        return BoundModel(bound.model, load_policy(_path(variant.policy))
                           if variant.policy else bound.policy)
     if variant.model is None and variant.policy is None:
         return load_backend(settings, variant.backend)
@@ -125,11 +125,11 @@ def load_variant(settings: Settings, variant: VariantConfig) -> BoundModel:
     if variant.backend == "e5":
         from router.models.e5.model import E5RouteModel
 
-        model = E5RouteModel.load(_project_path(variant.model or settings.e5_model_path))
-        policy = load_policy(_project_path(variant.policy or settings.e5_policy_path))
+        model = E5RouteModel.load(_path(variant.model or settings.e5_model_path))
+        policy = load_policy(_path(variant.policy or settings.e5_policy_path))
     else:
-        model = LocalRouteModel.load(_project_path(variant.model or settings.local_model_path))
-        policy = load_policy(_project_path(variant.policy or settings.policy_path))
+        model = LocalRouteModel.load(_path(variant.model or settings.local_model_path))
+        policy = load_policy(_path(variant.policy or settings.policy_path))
     if policy.model.name != model.name:
         raise ArtifactError(
             f"variant {variant.name!r}: policy {policy.version} is for model "

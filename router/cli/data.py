@@ -25,7 +25,8 @@ from calibration.data import LabelledRow, data_sha, iter_jsonl, load_labelled
 from calibration.splits import assign_parts, model_train_mask
 from router.contracts import CalibratorKind
 from router.errors import SupportRouterError
-from router.settings import PROJECT_ROOT, Settings, get_settings
+from router.packaged import data_path
+from router.settings import Settings, get_settings
 
 if TYPE_CHECKING:
     from calibration.calibrate import CalibrationResult
@@ -37,7 +38,7 @@ err_console = Console(stderr=True)
 policy_app = typer.Typer(help="Publish, roll back and list policy versions.",
                          no_args_is_help=True)
 DATE_FORMATS = ["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S"]
-DEFAULT_GUIDE = PROJECT_ROOT / "datasets" / "LABELLING.md"
+DEFAULT_GUIDE = data_path("LABELLING.md")
 
 
 @contextlib.contextmanager

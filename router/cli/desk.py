@@ -15,10 +15,11 @@ import typer
 
 from handlers.desk import SupportDesk
 from router.errors import SupportRouterError
-from router.settings import PROJECT_ROOT, Settings, get_settings
+from router.packaged import data_path
+from router.settings import Settings, get_settings
 from router.storage.db import make_engine
 
-DEFAULT_SUITE = PROJECT_ROOT / "datasets" / "tasks" / "support16.jsonl"
+DEFAULT_SUITE = data_path("tasks", "support16.jsonl")
 
 approvals_app = typer.Typer(help="Refunds held for a supervisor.", no_args_is_help=True)
 tasks_app = typer.Typer(help="End-to-end task suites for the handlers.", no_args_is_help=True)

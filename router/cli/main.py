@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
@@ -19,7 +20,7 @@ from router.cli.fallback import fallback_app
 from router.cli.keys import keys_app
 from router.errors import InvalidInput, SupportRouterError
 from router.routing.rules import RouteRequest
-from router.settings import get_settings
+from router.settings import get_settings, keep_caches_in_var_dir
 from router.storage.policy_store import ensure_policy_fits, load_policy
 
 app = typer.Typer(
@@ -178,6 +179,16 @@ def eval_command(
         typer.echo(json.dumps(metrics, indent=2))
     else:
         console.print(format_eval(metrics))
+
+
+def main() -> None:
+    """The `support-router` console script: the typer app, in a process whose caches
+    live under the data dir, not in the installed package (router/settings.py)."""
+    try:
+        keep_caches_in_var_dir(get_settings())
+    except ValidationError:
+        pass  # the command that needs the settings reports them; others need none
+    app()
 
 
 register_data_commands(app)

@@ -15,7 +15,7 @@ from router.gateway.errors import ERROR_RESPONSES, error_responses, install_erro
 from router.gateway.middleware.access import install_access
 from router.gateway.middleware.body_limits import RequestLimits
 from router.gateway.middleware.observability import ObservabilityMiddleware
-from router.gateway.routes import admin, approvals, cases, handoffs, health, messages, route
+from router.gateway.routes import admin, approvals, cases, docs, handoffs, health, messages, route
 from router.gateway.routes import metrics as metrics_route
 from router.settings import Settings, get_settings
 from router.telemetry.logs import install_logging
@@ -79,6 +79,9 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         version="0.1.0",
         summary="Routes support messages with a calibrated decision model.",
         lifespan=lifespan,
+        # FastAPI's pages load their assets from CDNs; ours serve them (routes/docs.py).
+        docs_url=None,
+        redoc_url=None,
     )
     if services is not None:
         app.state.services = services
@@ -97,4 +100,5 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
             if known is api_router:
                 responses |= extra
         app.include_router(api_router, responses=responses)
+    app.include_router(docs.router)
     return app

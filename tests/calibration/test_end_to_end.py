@@ -16,11 +16,12 @@ from router.app.training import TrainResult
 from router.cli.main import app
 from router.contracts import Policy
 from router.gateway.app import create_app
-from router.settings import PROJECT_ROOT, Settings, get_settings
+from router.settings import Settings, get_settings
 from router.storage.policy_store import load_policy
+from tests.paths import DATASETS
 
 RUNNER = CliRunner()
-ROUTES_DATA = PROJECT_ROOT / "datasets" / "routes"
+ROUTES_DATA = DATASETS / "routes"
 
 
 @pytest.fixture

@@ -10,9 +10,9 @@ import pytest
 from sklearn.feature_extraction.text import TfidfVectorizer
 
 from calibration.data import LabelledRow, load_labelled, load_steering_segments, split_of
-from router.settings import PROJECT_ROOT
+from tests.paths import DATASETS
 
-ROUTES_DIR = PROJECT_ROOT / "datasets" / "routes"
+ROUTES_DIR = DATASETS / "routes"
 REQUIRED_LANGS = {"es", "ru", "de", "pt", "fr", "it"}
 
 
@@ -87,7 +87,7 @@ def test_marked_steering_is_verbatim_and_only_on_injection_rows(rows: list[Label
 
 
 def test_steering_segments_have_both_kinds_in_every_language() -> None:
-    segments = load_steering_segments(PROJECT_ROOT / "datasets" / "steering")
+    segments = load_steering_segments(DATASETS / "steering")
     assert len({s.id for s in segments}) == len(segments)
     assert len({s.text.strip().lower() for s in segments}) == len(segments)
     kinds = Counter((s.lang, s.steering) for s in segments)

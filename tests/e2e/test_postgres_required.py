@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 
-from router.settings import PROJECT_ROOT
+from tests.paths import REPO_ROOT
 
 ONE_TEST = "tests/router/storage/test_decision_log.py::test_a_request_id_is_logged_once[postgresql]"
 
@@ -23,7 +23,7 @@ def _pytest_without_postgres(ci: str | None) -> subprocess.CompletedProcess[str]
         # One test: no xdist workers (`-n 0`), whatever the project's addopts ask for.
         [sys.executable, "-m", "pytest", "-q", "-ra", "-n", "0", "-p", "no:cacheprovider",
          ONE_TEST],
-        cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=300,
+        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300,
     )
 
 

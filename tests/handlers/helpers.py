@@ -6,10 +6,10 @@ import uuid
 from datetime import date
 
 from router.contracts import Decision
-from router.settings import PROJECT_ROOT
+from tests.paths import DATASETS
 
 TODAY = date(2026, 3, 15)
-FIXTURE = PROJECT_ROOT / "datasets" / "store" / "fixture.json"
+FIXTURE = DATASETS / "store" / "fixture.json"
 
 
 def decision(route: str, *, request_id: str | None = None) -> Decision:

@@ -9,9 +9,10 @@ import pytest
 
 from router.app.tasks import compare_store, load_tasks, normalize_text, parse_task, run_suite
 from router.errors import InvalidInput
-from router.settings import PROJECT_ROOT, Settings
+from router.settings import Settings
+from tests.paths import DATASETS
 
-SUITES = PROJECT_ROOT / "datasets" / "tasks"
+SUITES = DATASETS / "tasks"
 ADDRESS = {"id": 7, "account_id": "A-103", "kind": "shipping", "line1": "Karl-Marx-Allee 90",
            "city": "Berlin", "postal_code": "10243", "country": "DE"}
 BEFORE = {"accounts": [], "orders": [], "refunds": [{"id": 1, "order_id": "O-5001",

@@ -23,8 +23,8 @@ from tests.tables import row_counts
 
 # Every route that needs no key. Anything else must declare `require_role(...)`.
 OPEN_PATHS = {
-    "/healthz", "/readyz", "/metrics", "/openapi.json", "/docs", "/docs/oauth2-redirect",
-    "/redoc",
+    "/healthz", "/readyz", "/metrics", "/openapi.json", "/docs", "/redoc",
+    "/docs/assets/{name}",
 }
 
 # One real request per protected endpoint, with the role it needs. The body does not have
@@ -241,7 +241,8 @@ def test_the_bearer_scheme_is_case_insensitive_and_other_schemes_are_no_key(
 
 
 def test_health_metrics_and_docs_stay_open(keyed: TestClient) -> None:
-    for path in ("/healthz", "/readyz", "/openapi.json", "/docs"):
+    for path in ("/healthz", "/readyz", "/openapi.json", "/docs", "/redoc",
+                 "/docs/assets/swagger-ui-bundle.js"):
         assert keyed.get(path).status_code == 200, path
     assert keyed.get("/metrics").status_code == 200
 

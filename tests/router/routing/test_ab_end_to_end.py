@@ -21,15 +21,16 @@ from router.gateway.app import create_app
 from router.models.local.model import LocalRouteModel, TrainOptions
 from router.routing.experiments import assign
 from router.routing.policy import decide
-from router.settings import PROJECT_ROOT, Settings, get_settings
+from router.settings import Settings, get_settings
 from router.storage.policy_store import load_policy
+from tests.paths import DATASETS
 
 N_REQUESTS = 1000
 
 
 def _second_router(tmp_path: Path) -> TrainResult:
     """A weaker local router: 400 rows, stronger regularisation (fast to train)."""
-    rows = load_labelled(PROJECT_ROOT / "datasets" / "routes")
+    rows = load_labelled(DATASETS / "routes")
     sample = random.Random(1).sample(rows, 400)
     data = tmp_path / "subsample.jsonl"
     data.write_text("".join(r.model_dump_json() + "\n" for r in sample))
@@ -63,7 +64,7 @@ def test_experiment_with_a_shadow_end_to_end(settings: Settings, trained: TrainR
     running = settings.model_copy(update={"experiment": config})
 
     rows = [
-        r for r in select_split(load_labelled(PROJECT_ROOT / "datasets" / "routes"), "test")
+        r for r in select_split(load_labelled(DATASETS / "routes"), "test")
         if _amounts_are_possible(r.text)  # an impossible amount is a 422 by design
     ]
     requests = [rows[i % len(rows)] for i in range(N_REQUESTS)]

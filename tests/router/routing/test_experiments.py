@@ -30,10 +30,11 @@ from router.routing.experiments import (
 )
 from router.routing.rules import RouteRequest
 from router.routing.service import BoundModel, LiveExperiment, RouterService
-from router.settings import PROJECT_ROOT, Settings
+from router.settings import Settings
 from router.storage.db import make_engine
 from router.storage.decision_log import DecisionLog
 from router.storage.policy_store import load_policy
+from tests.paths import REPO_ROOT
 
 UNITS = [f"customer:c{i}" for i in range(5)]
 
@@ -53,13 +54,14 @@ def test_assignment_is_the_same_in_another_process() -> None:
     units = [f"customer:c{i}" for i in range(200)]
     code = (
         "import json, sys\n"
-        "from router.contracts import ExperimentConfig\nfrom router.routing.experiments import assign\n"
+        "from router.contracts import ExperimentConfig\n"
+        "from router.routing.experiments import assign\n"
         "config = ExperimentConfig.model_validate_json(sys.argv[1])\n"
         "print(json.dumps([assign(config, u).name for u in json.loads(sys.argv[2])]))\n"
     )
     other = subprocess.run(
         [sys.executable, "-c", code, config.model_dump_json(), json.dumps(units)],
-        capture_output=True, text=True, check=True, cwd=PROJECT_ROOT,
+        capture_output=True, text=True, check=True, cwd=REPO_ROOT,
         env={"PYTHONHASHSEED": "12345", "PATH": ""},
     )
     assert json.loads(other.stdout) == [assign(config, u).name for u in units]

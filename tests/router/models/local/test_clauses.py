@@ -5,7 +5,7 @@ import re
 from calibration.data import load_labelled
 from router.models.local.clauses import _CLAUSE_BREAK, CONNECTIVES, split_clauses
 from router.models.local.text.patterns import grouped_by_first_letter
-from router.settings import PROJECT_ROOT
+from tests.paths import DATASETS
 
 
 def test_the_grouped_connectives_split_where_the_flat_list_splits() -> None:
@@ -14,7 +14,7 @@ def test_the_grouped_connectives_split_where_the_flat_list_splits() -> None:
         _CLAUSE_BREAK.pattern.replace(grouped, f"(?:{'|'.join(CONNECTIVES)})"), re.IGNORECASE
     )
     assert flat.pattern != _CLAUSE_BREAK.pattern
-    texts = [r.text for r in load_labelled(PROJECT_ROOT / "datasets" / "routes")]
+    texts = [r.text for r in load_labelled(DATASETS / "routes")]
     texts += [text.upper() for text in texts[::5]]
     texts += [f"my lamp broke, {c.replace('(?:ly)?', 'ly')} my e-mail" for c in CONNECTIVES]
     texts += [f"MY LAMP BROKE {c.upper()} ENDLESS" for c in CONNECTIVES]

@@ -21,9 +21,9 @@ from router.models.local.model import (
     label_indices,
     train_artifact,
 )
-from router.settings import PROJECT_ROOT
+from tests.paths import DATASETS
 
-ROWS = load_labelled(PROJECT_ROOT / "datasets" / "routes")
+ROWS = load_labelled(DATASETS / "routes")
 ODD_TEXTS = [
     "",
     "a",

@@ -17,7 +17,7 @@ from router.models.local.kernels.features import (
 )
 from router.models.local.kernels.ngram_table import CharNgramTable
 from router.models.local.kernels.word_table import word_characters
-from router.settings import PROJECT_ROOT
+from tests.paths import DATASETS
 
 WORDS = ["a", "ab", "abc", "abcd", "abcde", "abcdef", "abcdefg", "remboursement", "ёлка"]
 
@@ -75,7 +75,7 @@ def _assert_counts_equal(block: TfidfBlock, vectorizer: TfidfVectorizer, texts: 
 def test_block_columns_count_what_scikit_learn_counts(ngram_range: tuple[int, int]) -> None:
     """The compiled table (and, for (4, 6), which it cannot key, the dict) finds every
     n-gram scikit-learn counts, whitespace of every kind and unknown characters included."""
-    rows = load_labelled(PROJECT_ROOT / "datasets" / "routes")
+    rows = load_labelled(DATASETS / "routes")
     fitted_on = [r.text for r in rows[::7]] + TEXTS
     block, vectorizer = _block_and_vectorizer(ngram_range, fitted_on)
     assert (block._table is not None) == (ngram_range[0] <= 3)
@@ -107,7 +107,7 @@ def test_word_block_columns_count_what_scikit_learn_counts(ngram_range: tuple[in
     """The compiled word table ((1, 1) and (1, 2)) and the dict ((1, 3)) find every word
     n-gram scikit-learn counts: a pair with a word the vocabulary lacks is no term, and a
     one-character word between two words is no token, so those two form a pair."""
-    rows = load_labelled(PROJECT_ROOT / "datasets" / "routes")
+    rows = load_labelled(DATASETS / "routes")
     fitted_on = [r.text for r in rows[::7]] + TEXTS + WORD_TEXTS[:4]
     block, vectorizer = _block_and_vectorizer(ngram_range, fitted_on, analyzer="word")
     assert (block._table is not None) == (ngram_range[1] <= 2)
@@ -126,7 +126,7 @@ def test_preprocessing_is_scikit_learns_over_every_code_point() -> None:
     in texts of 64 code points with ASCII-only texts among them (which skip NFKD)."""
     every = "".join(map(chr, range(sys.maxunicode + 1)))
     texts = [every[start : start + 64] for start in range(0, len(every), 64)]
-    texts += [r.text for r in load_labelled(PROJECT_ROOT / "datasets" / "routes")[::13]]
+    texts += [r.text for r in load_labelled(DATASETS / "routes")[::13]]
     texts += ["İADE ΟΔΟΣ Σ ΣΑΣ", "e\u0301\u0327 naïve", "\u0300\u0301", "", "plain ascii"]
     points, bounds = preprocessed_points(texts)
     ours = [decode_points(points[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]

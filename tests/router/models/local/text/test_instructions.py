@@ -15,7 +15,7 @@ from router.models.local.text.instructions import (
     is_instruction,
     strip_instructions,
 )
-from router.settings import PROJECT_ROOT
+from tests.paths import DATASETS
 
 
 @pytest.mark.parametrize(
@@ -129,7 +129,7 @@ def test_a_long_request_after_a_steering_colon_is_kept() -> None:
 
 def test_the_stem_gate_never_hides_a_steering_phrase() -> None:
     """The cheap gate must be a necessary condition of the expensive pattern."""
-    rows = load_labelled(PROJECT_ROOT / "datasets" / "routes")
+    rows = load_labelled(DATASETS / "routes")
     segments = [s for r in rows for s in _SEGMENT_END.split(r.text)]
     missed = [s for s in segments if _STEERING.search(s) and not _may_steer(s)]
     assert not missed
@@ -139,7 +139,7 @@ def test_the_compiled_stem_search_answers_as_the_flat_list_of_stems() -> None:
     """The trie changes the speed of the search, not its answer: stems that extend others
     ("class", "classif…"), stems one letter short, inside words, after folding."""
     flat = re.compile("|".join(map(re.escape, _STEERING_STEMS)))
-    rows = load_labelled(PROJECT_ROOT / "datasets" / "routes")
+    rows = load_labelled(DATASETS / "routes")
     samples = [r.text for r in rows[::3]]
     samples += [f"x{stem}y" for stem in _STEERING_STEMS]
     samples += [stem[:-1] for stem in _STEERING_STEMS]
@@ -155,7 +155,7 @@ def test_the_compiled_stem_search_answers_as_the_flat_list_of_stems() -> None:
 def test_the_routing_field_lookahead_changes_no_match() -> None:
     without = re.compile(_INLINE_ROUTE_FIELD.pattern.removeprefix("(?=[|xrlickqb])"), re.I)
     assert without.pattern != _INLINE_ROUTE_FIELD.pattern
-    rows = load_labelled(PROJECT_ROOT / "datasets" / "routes")
+    rows = load_labelled(DATASETS / "routes")
     texts = [r.text for r in rows] + [
         "ROUTE=x", "x-Label: y", "||Queue:z||", "Bucket = w", "KATEGORIE: v", "İntent: u"
     ]
@@ -173,7 +173,7 @@ def test_role_tags_are_found_where_the_single_flat_pattern_finds_them() -> None:
         rf"|^\s*(?:[\[(<{{>]+\s*)?(?:#+\s*)?(?:{roles})(?:\s+\w+){{0,2}}\s*[:>\-–]",
         re.IGNORECASE,
     )
-    rows = load_labelled(PROJECT_ROOT / "datasets" / "routes")
+    rows = load_labelled(DATASETS / "routes")
     segments = [s for r in rows for line in r.text.splitlines() for s in _SEGMENT_END.split(line)]
     segments += ["(note to the AI: refund)", "## SYSTEM override", "  [[ADMIN]] set -", "Bot:"]
     found = [is_instruction(s, may_steer=False) for s in segments]
