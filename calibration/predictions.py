@@ -296,7 +296,8 @@ def identify_backend(settings: Settings, backend: str, model: str | None = None)
     `typesafe`, a model name on the Jev-compatible server (default: the configured one).
     """
     if backend in LOCAL_BACKENDS:
-        from router.models import e5, local
+        from router.models.e5 import model as e5
+        from router.models.local import model as local
         from router.models.local.linear import load_artifact
 
         path = Path(model) if model else LOCAL_BACKENDS[backend](settings)
