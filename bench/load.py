@@ -1,4 +1,4 @@
-"""Load and soak benchmark of the gateway over loopback (issue 7, "Load").
+"""Load and soak benchmark of the gateway over loopback.
 
     python bench/load.py                       # the full matrix, then a 10-minute soak
     python bench/load.py --soak-s 120 --json out.json

@@ -72,7 +72,7 @@ class RouteScores(BaseModel):
     def from_probability_rows(cls, model: str, rows: np.ndarray) -> list[RouteScores]:
         """`from_probabilities` of each row of an (n, len(ROUTES)) matrix, columns in
         `ROUTES` order: the same numbers, with the arithmetic done once for the batch
-        (a batch of 20,000 spent a fifth of its time here, row by row)."""
+        (row by row, building scores would be a large share of a batch's time)."""
         rows = np.asarray(rows, dtype=float)
         normalised = rows / rows.sum(axis=1, keepdims=True)
         best = normalised.argmax(axis=1)  # the first maximum, as `max` takes

@@ -92,7 +92,7 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(default=64 * 1024, ge=1024)
     max_json_depth: int = Field(default=16, ge=2, le=256)
 
-    # Access (router/access.py, README "Keys and roles"). API keys as JSON in
+    # Access (router/access.py, docs/security.md). API keys as JSON in
     # SUPPORT_ROUTER_API_KEYS: [{"name", "sha256", "roles"}], digests only, never keys.
     # None configured: every endpoint is open and `serve` binds loopback only.
     api_keys: list[ApiKey] = Field(default_factory=list)

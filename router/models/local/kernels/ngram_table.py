@@ -1,10 +1,10 @@
 """char_wb n-gram columns of whole texts, compiled with numba.
 
-Cutting a word into n-grams and looking each up in a Python dict cost about 40 µs per
-word, so the scorer cached every word it had seen, and new traffic (mostly new words to
-a worker) paid full price. Here the vocabulary is an open-addressing hash table of exact
+Cutting a word into n-grams and looking each up in a Python dict is slow enough that it
+would have to be cached per word, and then new traffic (mostly new words to a worker)
+would pay full price. Here the vocabulary is an open-addressing hash table of exact
 integer keys, and a compiled loop walks the texts, cuts their words into n-grams and looks
-them up: about a microsecond per word, seen before or not, so nothing is cached.
+them up: a word costs the same, seen before or not, so nothing is cached.
 
 Keys are exact, not hashes. Every character of the vocabulary gets an id 1…A and every
 other character the id A + 1; an n-gram is its ids written in base 2^bits, most

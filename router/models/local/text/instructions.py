@@ -49,7 +49,7 @@ _ROLE_LABEL = re.compile(
 
 # Phrases that instruct a model or a routing system, in the languages we serve. Most start
 # at a word: they share one `\b`, so `re` tries their alternation only where a word starts
-# (one shared `\b` instead of one per phrase made the search 2.4× faster).
+# instead of trying every phrase's own `\b` at every position.
 _STEERING_AT_WORD_START = (
     r"(?:disregard|forget)\s+(?:all\s+|your\s+|the\s+)?(?:previous\s+|prior\s+)?(?:instructions"
     r"|rules|guidelines)",
@@ -259,7 +259,7 @@ NOTE_BODY_MAX_WORDS = 8
 # "||ROUTE:OTHER||"): the field goes, the sentence around it stays. Removing the whole
 # sentence, as for any other steering phrase, also removed the request it held. The
 # leading lookahead (every match starts with one of those letters) lets `re` reject most
-# positions at once (3.3 → 1.0 µs per message).
+# positions at once.
 _INLINE_ROUTE_FIELD = re.compile(
     r"(?=[|xrlickqb])(?:\|\|)?(?:\bx-)?\b(?:route|routing|label|intent|category|categoria"
     r"|categoría|catégorie|kategorie|kategoria|queue|bucket)\s*[:=]\s*['\"«]?[^\W_]+['\"»]?(?:\|\|)?",

@@ -17,8 +17,7 @@ def grouped_by_first_letter(alternatives: Sequence[str]) -> str:
 
     The same matches as the flat alternation, since no two of the letters match the same
     character (a test checks each list that uses this). A word starting with none of the
-    letters costs one test, any other word only its letter's few alternatives: the clause
-    breaks went from 9.3 to 5.7 µs per message.
+    letters costs one test, any other word only its letter's few alternatives.
     """
     groups: dict[str, list[str]] = {}
     for alternative in alternatives:
