@@ -1,4 +1,4 @@
-"""API keys and roles, with no HTTP in sight (the gateway glue is `router.gateway.middleware.access`).
+"""API keys and roles, with no HTTP in sight (the gateway glue: `router.gateway.middleware.access`).
 
 Settings hold only the sha256 digest of each key, never the key: a leaked settings file or
 environment dump does not let anyone call the API. A plain (unsalted, fast) sha256 is

@@ -1,7 +1,7 @@
 """The report's PNG plots (matplotlib, Agg backend: no display, no network).
 
-Each function takes plain arrays and writes one file; `calibration.report.policy_report` decides what
-to plot and describes each plot in words.
+Each function takes plain arrays and writes one file; `calibration.report.policy_report`
+decides what to plot and describes each plot in words.
 """
 
 from __future__ import annotations

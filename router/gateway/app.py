@@ -90,7 +90,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     # the request id too. Bodies are checked before routing: nothing is written.
     app.add_middleware(RequestLimits)
 
-    # Request id, access log line and latency histogram (router/gateway/middleware/observability.py);
+    # Request id, access log line and latency histogram (middleware/observability.py);
     # added last, so it is the outermost of ours and sees every refusal of the others.
     app.add_middleware(ObservabilityMiddleware)
 

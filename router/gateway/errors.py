@@ -48,7 +48,7 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
 
 
 ERROR_RESPONSES = error_responses(400, 413, 415, 422)
-"""Every route: bodies and parameters are checked (router/gateway/middleware/body_limits.py, validation)."""
+"""Every route: bodies and parameters are checked (middleware/body_limits.py, validation)."""
 
 _HTTP_CODES = {
     400: "bad_request",

@@ -1,4 +1,4 @@
-"""`GET /metrics`: Prometheus exposition of `router.telemetry.metrics` (all workers in multi-process mode).
+"""`GET /metrics`: Prometheus exposition of `router.telemetry.metrics` (all workers together).
 
 Unauthenticated on purpose, like `/healthz`: scrapers rarely carry API keys, and nothing
 here identifies a customer (labels are route templates, routes, reasons, backends and

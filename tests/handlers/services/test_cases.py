@@ -32,7 +32,8 @@ def test_record_creates_then_updates(book: CaseBook) -> None:
     assert book.get("c-1") is None
     book.record("c-1", _turn())
     first = book.get("c-1")
-    assert first is not None and first.status == "awaiting_customer" and first.context == {"texts": ["hello"]}
+    assert first is not None and first.status == "awaiting_customer"
+    assert first.context == {"texts": ["hello"]}
     book.record("c-1", _turn(request_id="r2", customer_text="refund O-1001",
                              status="resolved", flow=None, customer_id="A-100", context={}))
     second = book.get("c-1")

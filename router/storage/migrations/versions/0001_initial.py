@@ -5,7 +5,7 @@ Revises:
 Create Date: 2026-11-30
 
 Frozen copy of the `Table` definitions as they were when migrations were introduced
-(handlers/services/store.py, handlers/services/cases.py, handlers/services/refunds.py, router/storage/decision_log.py); a
+(handlers/services/store.py, cases.py and refunds.py; router/storage/decision_log.py); a
 later change to those definitions needs a new revision, not an edit here.
 
 Databases created before migrations existed (by `metadata.create_all`, from these same
