@@ -17,7 +17,8 @@ Help is rendered literally (`rich_markup_mode=None`): a help text such as "needs
 extra" is shown as written, flags are shown without a value placeholder, and rendering
 help imports neither rich nor anything heavy. Command modules import numpy, scikit-learn,
 the database and the models inside the commands, so `--help` stays fast
-(`tests/router/cli/test_help.py` checks what it imports).
+(`tests/router/cli/test_help.py` checks what it imports). Typer itself imports pydantic to
+coerce option values, so `<command> --help` pays for that import too.
 """
 
 from __future__ import annotations

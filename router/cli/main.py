@@ -70,7 +70,12 @@ def serve(
 @contextmanager
 def _train_progress() -> Iterator[Callable[[str, int, int], None]]:
     """A `train_local` progress callback: a bar with elapsed time and ETA on a terminal,
-    one line per stage otherwise (a log file or CI keeps every line)."""
+    one line per stage otherwise (a log file or CI keeps every line).
+
+    The ETA comes from the stages finished so far; the model's cross-fit folds run inside
+    one stage (`router.app.training.TrainProgress`), so it reads -:--:-- while that
+    stage is the only one measured.
+    """
     if not sys.stderr.isatty():
         started = time.monotonic()
 
