@@ -7,6 +7,7 @@ touched here.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,6 +78,24 @@ def certify_default_threshold(
 
 MODEL_FILES = {"local": "local-route-model.json", "e5": "e5-route-model.json"}
 
+TrainProgress = Callable[[str, int, int], None]
+"""`progress(stage, done, total)`: called as each stage of `train_local` starts, with the
+number of stages done and how many there are, and once more as `("done", total, total)`.
+
+The stages are `train_local`'s own steps: the cross-fit folds, the final fit and the second
+stage run inside one call to the model's trainer (`router.models`), so they are one stage.
+"""
+
+STAGES = {
+    "local": ("reading the labelled data",
+              "fitting the model (steering detector, cross-fit folds, final fit, second stage)",
+              "certifying the default policy"),
+    "e5": ("reading the labelled data",
+           "fitting the steering detector",
+           "fitting the model (embeddings, cross-fit folds, final fit, second stage)",
+           "certifying the default policy"),
+}
+
 
 def train_local(
     data: Path,
@@ -86,12 +105,21 @@ def train_local(
     steering_data: Path | None = None,
     options: TrainOptions | None = None,
     backend: str = "local",
+    progress: TrainProgress | None = None,
 ) -> TrainResult:
     """Train the local model (or its e5 variant) and write it with its default policy.
 
     `steering_data` (a folder of `SteeringSegment` rows) adds standalone examples to the
-    steering detector; the rows' own marked spans train it in any case.
+    steering detector; the rows' own marked spans train it in any case. `progress` is told
+    as each stage starts (`TrainProgress`).
     """
+    stages = STAGES[backend]
+
+    def starting(stage: int) -> None:
+        if progress is not None:
+            progress(stages[stage] if stage < len(stages) else "done", stage, len(stages))
+
+    starting(0)
     rows = load_labelled(data)
     train = select_split(rows, "train")
     held_out = select_split(rows, "calibration")
@@ -112,7 +140,9 @@ def train_local(
         from router.models.local.steering import fit_steering_detector
 
         embedder = E5Embedder(threads=1)
+        starting(1)
         detector, cuts = fit_steering_detector(texts, marks, extra_segments=extra_segments)
+        starting(2)
         artifact, probabilities = train_e5_artifact(
             prepare_cuts(cuts),
             labels,
@@ -125,6 +155,7 @@ def train_local(
         sha = save_artifact(artifact, model_path)
         model: LocalRouteModel | E5RouteModel = E5RouteModel(artifact, sha, embedder)
     else:
+        starting(1)
         artifact, probabilities = train_artifact(
             texts,
             labels,
@@ -136,6 +167,7 @@ def train_local(
         )
         sha = save_artifact(artifact, model_path)
         model = LocalRouteModel(artifact, sha, model_path)
+    starting(len(stages) - 1)
     # Out-of-fold probabilities: the final model was fitted on these rows, so scoring
     # them with it would be optimistic.
     scores = [
@@ -156,4 +188,5 @@ def train_local(
         ),
     )
     save_policy(policy, policy_path)
+    starting(len(stages))
     return TrainResult(model_path, policy_path, sha, policy)

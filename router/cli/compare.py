@@ -8,19 +8,17 @@ from __future__ import annotations
 
 import json
 import warnings
-from datetime import datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import numpy as np
 import typer
 
-from calibration.data import data_sha, load_labelled
-from calibration.splits import model_train_mask
-from router.cli.data import DATE_FORMATS, _our_errors, _since
-from router.contracts import Policy
+from router.cli.data import NBootOption, SinceOption, _since, _warnings_printed
 from router.errors import CalibrationError
-from router.settings import Settings, get_settings
+
+if TYPE_CHECKING:
+    from router.contracts import Policy
+    from router.settings import Settings
 
 
 def _policy_for(path: Path | None, model_name: str, settings: Settings, flag: str) -> Policy:
@@ -51,17 +49,22 @@ def compare(
     as_json: Annotated[bool, typer.Option("--json", help="Print every figure as JSON.")] = False,
     out: Annotated[Path | None, typer.Option(help="Folder for an HTML page and its plot.")
                    ] = None,
-    n_boot: Annotated[int, typer.Option(min=1, help="Bootstrap resamples.")] = 1000,
+    n_boot: NBootOption = 1000,
     seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
 ) -> None:
     """Compare two routers on the same labelled requests, each at its own policy (paired)."""
+    import numpy as np
+
     from calibration.check import model_mismatches
     from calibration.compare import compare_routers, format_comparison, run_router
+    from calibration.data import data_sha, load_labelled
     from calibration.predictions import join_labels, read_predictions
     from calibration.report.compare_page import write_comparison
+    from calibration.splits import model_train_mask
+    from router.settings import get_settings
 
     settings = get_settings()
-    with _our_errors():
+    with _warnings_printed():
         rows = load_labelled(labels)
         training = load_labelled(settings.routes_data)
         excluded = model_train_mask(np.asarray([r.id for r in rows], dtype=object),
@@ -97,25 +100,26 @@ def compare(
 
 def ab_report(
     experiment: Annotated[str, typer.Option(help="Experiment name, as in the settings.")],
-    since: Annotated[datetime | None, typer.Option(formats=DATE_FORMATS,
-                                                   help="Only decisions since (UTC).")] = None,
+    since: SinceOption = None,
     labels: Annotated[Path | None, typer.Option(
         help="Labelled JSONL whose ids are request ids (from `export-decisions`).")] = None,
     cost_misroute: Annotated[float, typer.Option(help="Cost of one misroute.")] = 10.0,
     cost_clarify: Annotated[float, typer.Option(help="Cost of one needless clarify.")] = 1.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print every figure as JSON.")] = False,
-    n_boot: Annotated[int, typer.Option(min=1, help="Bootstrap resamples.")] = 1000,
+    n_boot: NBootOption = 1000,
 ) -> None:
     """Report an online experiment from the decision log: split, routes, shadows, outcomes."""
     from calibration.ab_report import ab_report as build
     from calibration.ab_report import format_ab_report
+    from calibration.data import load_labelled
+    from router.settings import get_settings
     from router.storage.db import make_engine
     from router.storage.decision_log import DecisionLog
 
     settings = get_settings()
     config = settings.experiment if (settings.experiment and
                                      settings.experiment.name == experiment) else None
-    with _our_errors():
+    with _warnings_printed():
         label_map = ({r.id: r.label for r in load_labelled(labels)}
                      if labels is not None else None)
         engine = make_engine(settings.resolved_database_url)

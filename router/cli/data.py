@@ -3,7 +3,8 @@ export-decisions and `policy publish|rollback|history`.
 
 Registered on the main app by `register(app)`. Every command reads files, calls one
 function of `calibration`, and prints what a `format_*` function returns; our errors
-print their message and exit 1.
+reach the error boundary (`router.cli.boundary`), soft warnings are printed as
+``warning: <message>`` on stderr.
 """
 
 from __future__ import annotations
@@ -16,56 +17,63 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
-import numpy as np
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from calibration.data import LabelledRow, data_sha, iter_jsonl, load_labelled
-from calibration.splits import assign_parts, model_train_mask
-from router.contracts import CalibratorKind
-from router.errors import SupportRouterError
-from router.packaged import data_path
-from router.settings import Settings, get_settings
+from router.cli.boundary import command_group, console
+from router.cli.choices import Backend, CalibratorKind, ReportPart, Sample
 
 if TYPE_CHECKING:
+    import numpy as np
+    from rich.progress import Progress
+
     from calibration.calibrate import CalibrationResult
+    from calibration.data import LabelledRow
     from calibration.predictions import Predictions
+    from router.settings import Settings
     from router.storage.policy_store import PolicyStore
 
-console = Console()
-err_console = Console(stderr=True)
-policy_app = typer.Typer(help="Publish, roll back and list policy versions.",
-                         no_args_is_help=True)
+policy_app = command_group("Publish, roll back and list policy versions.")
 DATE_FORMATS = ["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S"]
-DEFAULT_GUIDE = data_path("LABELLING.md")
+SinceOption = Annotated[datetime | None, typer.Option(
+    formats=DATE_FORMATS, metavar="<date>",
+    help="Only decisions since this UTC date or time (YYYY-MM-DD[THH:MM:SS]).")]
+NBootOption = Annotated[int, typer.Option(min=1, metavar="<int>", help="Bootstrap resamples.")]
 
 
 @contextlib.contextmanager
-def _our_errors() -> Iterator[None]:
-    """Print our errors and soft warnings plainly; exit 1 on an error."""
+def _warnings_printed() -> Iterator[None]:
+    """Print the soft warnings raised inside (also when an error follows) on stderr."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
             yield
-        except SupportRouterError as exc:
-            err_console.print(f"[red]error[/red] ({exc.code}): {exc.message}")
-            raise typer.Exit(1) from exc
         finally:
             for warning in caught:
-                err_console.print(f"[yellow]warning[/yellow]: {warning.message}")
+                typer.echo(f"warning: {warning.message}", err=True)
 
 
 def _progress() -> Progress:
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), console=err_console)
+                    TimeElapsedColumn(), console=console(stderr=True))
 
 
 def _labelled_with_predictions(
     labels: Path, predictions: Path, settings: Settings
 ) -> tuple[Predictions, list[LabelledRow], np.ndarray, np.ndarray, np.ndarray]:
     """Labels joined to predictions by id, and the mask of the model's training rows."""
+    import numpy as np
+
+    from calibration.data import load_labelled
     from calibration.predictions import join_labels, read_predictions
+    from calibration.splits import model_train_mask
 
     preds = read_predictions(predictions)
     rows, probabilities = join_labels(load_labelled(labels), preds)
@@ -81,16 +89,18 @@ def _since(value: datetime | None) -> datetime | None:
 def score(
     data: Annotated[Path, typer.Option(help="Labelled JSONL (file or folder) to score.")],
     out: Annotated[Path, typer.Option(help="Prediction JSONL to write.")],
-    backend: Annotated[str, typer.Option(help="local | e5 | typesafe")] = "local",
+    backend: Annotated[Backend, typer.Option(help="The backend that scores.")] = "local",
     model: Annotated[str | None, typer.Option(
         help="typesafe: model name on the server; local: artifact path.")] = None,
     cache: Annotated[Path | None, typer.Option(
         help="Score cache (default: <var_dir>/score-cache.jsonl).")] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Keep the cache in memory.")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Only count the calls.")] = False,
-    batch_size: Annotated[int, typer.Option(min=1, help="Texts per model call batch.")] = 64,
+    batch_size: Annotated[int, typer.Option(min=1, metavar="<int>",
+                                            help="Texts per model call batch.")] = 64,
 ) -> None:
     """Score labelled requests with a backend; cached, resumable, never asks twice."""
+    from calibration.data import load_labelled
     from calibration.predictions import (
         ScoreCache,
         build_scorer,
@@ -99,9 +109,10 @@ def score(
         score_rows,
         write_predictions,
     )
+    from router.settings import get_settings
 
     settings = get_settings()
-    with _our_errors():
+    with _warnings_printed():
         rows = load_labelled(data)
         identity = identify_backend(settings, backend, model)
         store = ScoreCache(None if no_cache else cache or settings.var_dir / "score-cache.jsonl")
@@ -127,7 +138,8 @@ def calibrate(
     alpha: Annotated[float, typer.Option(help="Largest misroute rate among routed requests.")
                      ] = 0.02,
     delta: Annotated[float, typer.Option(help="Allowed probability the promise fails.")] = 0.05,
-    recalibrate: Annotated[str, typer.Option(help="none | temperature | isotonic")] = "none",
+    recalibrate: Annotated[CalibratorKind, typer.Option(
+        help="Recalibrate the probabilities before certifying.")] = "none",
     cost_misroute: Annotated[float | None, typer.Option(help="Cost of one misroute.")] = None,
     cost_clarify: Annotated[float | None, typer.Option(help="Cost of one needless clarify.")
                             ] = None,
@@ -139,43 +151,39 @@ def calibrate(
                                               )] = None,
     version: Annotated[str | None, typer.Option(help="Policy version (default: generated).")
                        ] = None,
-    n_boot: Annotated[int, typer.Option(min=1, help="Bootstrap resamples.")] = 1000,
+    n_boot: NBootOption = 1000,
 ) -> None:
     """Certify a threshold with a guarantee and write the policy artifact."""
+    if (cost_misroute is None) != (cost_clarify is None):
+        raise typer.BadParameter("give both or neither",
+                                 param_hint="'--cost-misroute' / '--cost-clarify'")
+    import numpy as np
+
     from calibration.calibrate import CalibrateOptions, format_certification_notes
     from calibration.calibrate import calibrate as run
+    from calibration.data import data_sha
     from calibration.predictions import policy_model_for
+    from router.settings import get_settings
     from router.storage.policy_store import save_policy
 
-    if (cost_misroute is None) != (cost_clarify is None):
-        err_console.print("[red]error[/red]: give both --cost-misroute and --cost-clarify")
-        raise typer.Exit(1)
     settings = get_settings()
     options = CalibrateOptions(
-        alpha=alpha, delta=delta, recalibrate=_kind(recalibrate), cost_misroute=cost_misroute,
+        alpha=alpha, delta=delta, recalibrate=recalibrate, cost_misroute=cost_misroute,
         cost_clarify=cost_clarify, per_route=per_route, min_margin=min_margin, n_boot=n_boot,
         version=version,
     )
-    with _our_errors():
+    with _warnings_printed():
         preds, rows, ids, probabilities, excluded = _labelled_with_predictions(
             labels, predictions, settings)
         bound = policy_model_for(preds, settings, model)
         kept = [r for r, ex in zip(rows, excluded, strict=True) if not ex]
-        with console.status("fitting, certifying and measuring…"):
+        with console().status("fitting, certifying and measuring…"):
             result = run(ids, np.asarray([r.label for r in rows]), probabilities, model=bound,
                          options=options, now=datetime.now(UTC), excluded=excluded,
                          labels_sha=data_sha(kept))
         save_policy(result.policy, out)
     typer.echo(format_calibration(result, format_certification_notes(result.certifications)))
     typer.echo(f"wrote policy {result.policy.version} to {out}")
-
-
-def _kind(value: str) -> CalibratorKind:
-    if value not in ("none", "temperature", "isotonic"):
-        err_console.print(f"[red]error[/red]: --recalibrate {value!r}; use none, temperature or "
-                          "isotonic")
-        raise typer.Exit(1)
-    return value  # type: ignore[return-value]
 
 
 def format_calibration(result: CalibrationResult, notes: str) -> str:
@@ -208,15 +216,21 @@ def report(
     labels: Annotated[Path, typer.Option(help="Labelled JSONL matching the predictions.")],
     policy: Annotated[Path, typer.Option(help="Policy artifact from `calibrate`.")],
     out: Annotated[Path, typer.Option(help="Folder for index.html and the plots.")],
-    part: Annotated[str, typer.Option(help="test (rows calibrate held out) | all")] = "test",
-    n_boot: Annotated[int, typer.Option(min=1, help="Bootstrap resamples.")] = 1000,
+    part: Annotated[ReportPart, typer.Option(
+        help="test: the rows `calibrate` held out; all: every row outside the model's "
+             "training split.")] = "test",
+    n_boot: NBootOption = 1000,
 ) -> None:
     """Write an offline HTML report with reliability, risk-coverage and confusion plots."""
+    import numpy as np
+
     from calibration.check import model_mismatches
     from calibration.report.policy_report import write_report
+    from calibration.splits import assign_parts
+    from router.settings import get_settings
     from router.storage.policy_store import load_policy
 
-    with _our_errors():
+    with _warnings_printed():
         chosen = load_policy(policy)
         preds, rows, ids, probabilities, excluded = _labelled_with_predictions(
             labels, predictions, get_settings())
@@ -228,7 +242,7 @@ def report(
         else:
             index = np.flatnonzero(~excluded)
             note = "all rows except the model's training rows"
-        with console.status("computing figures and drawing plots…"):
+        with console().status("computing figures and drawing plots…"):
             path = write_report(out, ids=ids[index], texts=[rows[i].text for i in index],
                                 labels=np.asarray([rows[i].label for i in index]),
                                 probabilities=probabilities[index], policy=chosen,
@@ -245,10 +259,13 @@ def check(
     """Does the published guarantee still hold on newly labelled traffic? Exit 1 if not."""
     from dataclasses import replace
 
+    import numpy as np
+
     from calibration.check import check_guarantee, format_check, model_mismatches
+    from router.settings import get_settings
     from router.storage.policy_store import load_policy
 
-    with _our_errors():
+    with _warnings_printed():
         chosen = load_policy(policy)
         preds, rows, _, probabilities, excluded = _labelled_with_predictions(
             labels, predictions, get_settings())
@@ -269,15 +286,20 @@ def label(
     from_decisions: Annotated[bool, typer.Option("--from-decisions",
                                                  help="Label requests from the decision log.")
                               ] = False,
-    since: Annotated[datetime | None, typer.Option(formats=DATE_FORMATS,
-                                                   help="Only decisions since (UTC).")] = None,
-    sample: Annotated[str, typer.Option(help="random | uncertainty | disagreement | stratified")
+    since: SinceOption = None,
+    sample: Annotated[Sample, typer.Option(help="How to pick the requests to label.")
                       ] = "random",
-    n: Annotated[int | None, typer.Option("--n", min=1, help="How many to label.")] = None,
+    n: Annotated[int | None, typer.Option("--n", min=1, metavar="<int>",
+                                          help="How many to label (default: all).")] = None,
     seed: Annotated[int, typer.Option(help="Sampling seed (resume needs the same).")] = 0,
-    guide: Annotated[Path, typer.Option(help="Labelling guide shown on `?`.")] = DEFAULT_GUIDE,
+    guide: Annotated[Path | None, typer.Option(
+        help="Labelling guide shown on `?` (default: datasets/LABELLING.md).")] = None,
 ) -> None:
     """Label requests in the terminal, one at a time; resumes where it stopped."""
+    if (input_file is None) == (not from_decisions):
+        raise typer.BadParameter("give exactly one of --input FILE or --from-decisions",
+                                 param_hint="'--input' / '--from-decisions'")
+    from calibration.data import iter_jsonl, load_labelled
     from calibration.label import (
         items_from_rows,
         read_guide,
@@ -286,27 +308,27 @@ def label(
         start,
         stdin_keys,
     )
+    from router.packaged import data_path
 
-    with _our_errors():
-        if (input_file is None) == (not from_decisions):
-            raise SupportRouterError("give exactly one of --input FILE or --from-decisions",
-                                     code="bad_label_source")
+    guide = guide or data_path("LABELLING.md")
+    with _warnings_printed():
         if input_file is not None:
             items = items_from_rows(iter_jsonl(input_file), source=input_file.name)
         else:
             items = items_from_rows(_decision_rows(since, redact_text=False), source="decisions")
-        chosen = select_items(items, sample=sample, n=n, seed=seed)  # type: ignore[arg-type]
+        chosen = select_items(items, sample=sample, n=n, seed=seed)
         done = {row.id for row in load_labelled(out)} if out.exists() else set()
         keys = stdin_keys()
         with contextlib.closing(keys):
             state = run_session(start(chosen, done), keys=keys, out=out, annotator=annotator,
-                                guide=read_guide(guide), console=console,
+                                guide=read_guide(guide), console=console(),
                                 clock=lambda: datetime.now(UTC))
     typer.echo(f"labelled {state.labelled} this session; labels in {out}")
 
 
 def _decision_rows(since: datetime | None, *, redact_text: bool) -> list[dict]:
     from calibration.export import export_rows
+    from router.settings import get_settings
     from router.storage.db import make_engine
     from router.storage.decision_log import DecisionLog
 
@@ -325,21 +347,21 @@ def agreement(
 ) -> None:
     """Cohen's kappa, confusion between annotators, and the disagreements to resolve."""
     from calibration.agreement import compare_annotators, format_agreement
+    from calibration.data import load_labelled
 
-    with _our_errors():
+    with _warnings_printed():
         result = compare_annotators(load_labelled(first), load_labelled(second))
     typer.echo(format_agreement(result, name_a=first.stem, name_b=second.stem))
 
 
 def export_decisions(
     out: Annotated[Path, typer.Option(help="JSONL to write, ready for `label --input`.")],
-    since: Annotated[datetime | None, typer.Option(formats=DATE_FORMATS,
-                                                   help="Only decisions since (UTC).")] = None,
+    since: SinceOption = None,
     redact: Annotated[bool, typer.Option("--redact",
                                          help="Mask e-mails, order ids and amounts.")] = False,
 ) -> None:
     """Export unlabelled requests from the decision log for labelling."""
-    with _our_errors():
+    with _warnings_printed():
         rows = _decision_rows(since, redact_text=redact)
         out.parent.mkdir(parents=True, exist_ok=True)
         with out.open("w", encoding="utf-8") as handle:
@@ -352,6 +374,7 @@ PolicyPathOption = Annotated[Path | None, typer.Option(
 
 
 def _store(policy_path: Path | None) -> PolicyStore:
+    from router.settings import get_settings
     from router.storage.policy_store import PolicyStore, active_policy_path
 
     return PolicyStore(policy_path or active_policy_path(get_settings()))
@@ -366,16 +389,14 @@ def policy_publish(
     /v1/admin/policy/reload, or publish through POST /v1/admin/policy instead)."""
     from router.storage.policy_store import load_policy
 
-    with _our_errors():
-        switch = _store(policy_path).publish(load_policy(artifact))
+    switch = _store(policy_path).publish(load_policy(artifact))
     typer.echo(f"active policy: {switch.policy.version} (was {switch.previous_version})")
 
 
 @policy_app.command("rollback")
 def policy_rollback(policy_path: PolicyPathOption = None) -> None:
     """Return to the policy version that was active before the current one."""
-    with _our_errors():
-        switch = _store(policy_path).rollback()
+    switch = _store(policy_path).rollback()
     typer.echo(f"rolled back: active policy {switch.policy.version} "
                f"(was {switch.previous_version})")
 

@@ -9,34 +9,29 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from handlers.desk import SupportDesk
-from router.errors import SupportRouterError
-from router.packaged import data_path
-from router.settings import Settings, get_settings
-from router.storage.db import make_engine
+from router.cli.boundary import command_group
+from router.cli.choices import ApprovalFilter, SupervisorDecision
 
-DEFAULT_SUITE = data_path("tasks", "support16.jsonl")
+if TYPE_CHECKING:
+    from handlers.desk import SupportDesk
+    from router.settings import Settings
 
-approvals_app = typer.Typer(help="Refunds held for a supervisor.", no_args_is_help=True)
-tasks_app = typer.Typer(help="End-to-end task suites for the handlers.", no_args_is_help=True)
+approvals_app = command_group("Refunds held for a supervisor.")
+tasks_app = command_group("End-to-end task suites for the handlers.")
 
 
 def _desk(settings: Settings) -> SupportDesk:
     from router.app.bootstrap import open_desk
+    from router.storage.db import make_engine
 
     return open_desk(settings, make_engine(settings.resolved_database_url))
 
 
-def _fail(exc: SupportRouterError) -> typer.Exit:
-    typer.echo(f"error ({exc.code}): {exc.message}", err=True)
-    return typer.Exit(1)
-
-
-def format_approvals(rows: list[dict]) -> str:
+def format_approvals(rows: list[dict[str, Any]]) -> str:
     if not rows:
         return "no refunds in that state"
     lines = [f"{'operation':<20} {'case':<20} {'order':<8} {'amount':>11}  status"]
@@ -50,28 +45,27 @@ def format_approvals(rows: list[dict]) -> str:
 
 @approvals_app.command("list")
 def list_approvals(
-    status: Annotated[str, typer.Option(help="held | approved | rejected | all")] = "held",
+    status: Annotated[ApprovalFilter, typer.Option(help="Which refunds to list.")] = "held",
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """List refunds held for (or decided by) a supervisor."""
-    try:
-        rows = _desk(get_settings()).list_approvals(status)
-    except SupportRouterError as exc:
-        raise _fail(exc) from exc
+    from router.settings import get_settings
+
+    rows = _desk(get_settings()).list_approvals(status)
     typer.echo(json.dumps(rows, indent=2) if as_json else format_approvals(rows))
 
 
 @approvals_app.command("decide")
 def decide(
     operation: Annotated[str, typer.Argument(help="The operation id (from `list`).")],
-    decision: Annotated[str, typer.Argument(help="approve | reject")],
+    decision: Annotated[SupervisorDecision, typer.Argument(
+        help="approve: issue the refund exactly once; reject: never issue it.")],
     supervisor: Annotated[str, typer.Option(help="Who decides (recorded).")],
 ) -> None:
     """Approve (issue exactly once) or reject (never issue) a held refund."""
-    try:
-        outcome = _desk(get_settings()).decide_approval(operation, decision, supervisor)
-    except SupportRouterError as exc:
-        raise _fail(exc) from exc
+    from router.settings import get_settings
+
+    outcome = _desk(get_settings()).decide_approval(operation, decision, supervisor)
     again = " (already decided; nothing new was done)" if outcome.replayed else ""
     typer.echo(f"{outcome.operation}: {outcome.operation_status}{again}")
     typer.echo(f"reply to the customer on {outcome.case_id}: {outcome.reply}")
@@ -84,15 +78,16 @@ def _tasks() -> None:
 
 @tasks_app.command("run")
 def run(
-    suite: Annotated[Path, typer.Option(help="Task file (JSONL).")] = DEFAULT_SUITE,
+    suite: Annotated[Path | None, typer.Option(
+        help="Task file (JSONL; default: datasets/tasks/support16.jsonl).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Run each task on a fresh store through the conversation; exit 0 only if all pass."""
     from router.app.tasks import format_report, run_suite
+    from router.packaged import data_path
+    from router.settings import get_settings
 
-    try:
-        report = run_suite(suite, settings=get_settings())
-    except SupportRouterError as exc:
-        raise _fail(exc) from exc
+    suite = suite or data_path("tasks", "support16.jsonl")
+    report = run_suite(suite, settings=get_settings())
     typer.echo(json.dumps(report.as_dict(), indent=2) if as_json else format_report(report))
     raise typer.Exit(0 if report.failed == 0 else 1)

@@ -9,24 +9,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from handlers.fallback.faq import (
-    DEFAULT_FAQ_DIR,
-    FaqEvaluation,
-    evaluate,
-    load_questions,
-    split_questions,
-)
-from handlers.fallback.responder import load_faq_model
-from router.cli.desk import _desk, _fail
-from router.errors import SupportRouterError
-from router.settings import get_settings
+from router.cli.boundary import command_group
+from router.cli.desk import _desk
 
-fallback_app = typer.Typer(help="The other route: FAQ responder and human queue.")
-handoffs_app = typer.Typer(help="Cases handed off to people.", no_args_is_help=True)
+if TYPE_CHECKING:
+    from handlers.fallback.faq import FaqEvaluation
+
+fallback_app = command_group("The other route: FAQ responder and human queue.")
+handoffs_app = command_group("Cases handed off to people.")
 fallback_app.add_typer(handoffs_app, name="handoffs")
 
 
@@ -54,10 +48,9 @@ def list_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """List the cases waiting for a person, oldest first."""
-    try:
-        rows = _desk(get_settings()).list_handoffs()
-    except SupportRouterError as exc:
-        raise _fail(exc) from exc
+    from router.settings import get_settings
+
+    rows = _desk(get_settings()).list_handoffs()
     typer.echo(json.dumps(rows, indent=2, default=str) if as_json else format_handoffs(rows))
 
 
@@ -68,25 +61,25 @@ def reply_command(
     text: Annotated[str, typer.Option(help="The reply the customer reads.")],
 ) -> None:
     """Reply to the customer on a handed-off case; the case is then resolved."""
-    try:
-        outcome = _desk(get_settings()).reply_handoff(case_id, agent, text)
-    except SupportRouterError as exc:
-        raise _fail(exc) from exc
+    from router.settings import get_settings
+
+    outcome = _desk(get_settings()).reply_handoff(case_id, agent, text)
     typer.echo(f"{outcome.case_id}: replied by {outcome.agent}; case {outcome.case_status}")
 
 
 @fallback_app.command("faq-eval")
 def faq_eval(
-    faq_dir: Annotated[Path, typer.Option(help="FAQ folder (faq.json, questions.jsonl).")]
-    = DEFAULT_FAQ_DIR,
+    faq_dir: Annotated[Path | None, typer.Option(
+        help="FAQ folder with faq.json and questions.jsonl (default: datasets/faq).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Precision of direct FAQ answers and hand-off rate on the held-out questions."""
-    try:
-        model = load_faq_model(faq_dir)
-        fit_rows, test_rows = split_questions(load_questions(faq_dir))
-    except SupportRouterError as exc:
-        raise _fail(exc) from exc
+    from handlers.fallback.faq import DEFAULT_FAQ_DIR, evaluate, load_questions, split_questions
+    from handlers.fallback.responder import load_faq_model
+
+    faq_dir = faq_dir or DEFAULT_FAQ_DIR
+    model = load_faq_model(faq_dir)
+    fit_rows, test_rows = split_questions(load_questions(faq_dir))
     held_out = evaluate(model.index, test_rows, threshold=model.threshold)
     fit = evaluate(model.index, fit_rows, threshold=model.threshold)
     if as_json:

@@ -12,35 +12,36 @@ from typing import Annotated
 
 import typer
 
-from router.access import ROLES, ApiKey, hash_key, new_key
-from router.settings import get_settings
+from router.cli.boundary import command_group
+from router.cli.choices import Role
 
-keys_app = typer.Typer(help="API keys and their roles.", no_args_is_help=True)
+keys_app = command_group("API keys and their roles.")
 
 
 @keys_app.command("new")
 def new(
     name: Annotated[str, typer.Option(help="Who holds the key (shown in logs), e.g. desk-1.")],
     role: Annotated[
-        list[str],
-        typer.Option(help=f"A role for the key; repeat for several: {', '.join(ROLES)}."),
+        list[Role],
+        typer.Option(metavar=f"<{'|'.join(Role)}>",
+                     help="A role for the key; repeat the option for several."),
     ],
     as_json: Annotated[
         bool, typer.Option("--json", help="Print {key, entry} as one JSON object.")
     ] = False,
 ) -> None:
     """Make a random key; print it once, and the entry to add to SUPPORT_ROUTER_API_KEYS."""
-    unknown = sorted(set(role) - set(ROLES))
-    if unknown:
-        typer.echo(f"error (invalid_role): unknown role(s) {unknown}; roles are {ROLES}",
-                   err=True)
-        raise typer.Exit(2)
+    from pydantic import ValidationError
+
+    from router.access import ApiKey, hash_key, new_key
+
     key = new_key()
+    roles = tuple(dict.fromkeys(r.value for r in role))
     try:
-        entry = ApiKey(name=name, sha256=hash_key(key), roles=tuple(dict.fromkeys(role)))
-    except ValueError as exc:
-        typer.echo(f"error (invalid_key_entry): {exc}", err=True)
-        raise typer.Exit(2) from exc
+        entry = ApiKey.model_validate({"name": name, "sha256": hash_key(key), "roles": roles})
+    except ValidationError as exc:
+        problems = "; ".join(error["msg"] for error in exc.errors())
+        raise typer.BadParameter(problems, param_hint="'--name'") from exc
     entry_json = entry.model_dump_json()
     if as_json:
         typer.echo(json.dumps({"key": key, "entry": json.loads(entry_json)}))
@@ -53,6 +54,8 @@ def new(
 @keys_app.command("list")
 def list_keys() -> None:
     """The configured keys' names and roles (from SUPPORT_ROUTER_API_KEYS)."""
+    from router.settings import get_settings
+
     keys = get_settings().api_keys
     if not keys:
         typer.echo("no API keys configured: `serve` binds loopback only")

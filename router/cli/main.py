@@ -1,37 +1,34 @@
-"""The `support-router` command line: serve, route, train, eval (and the data-team tools)."""
+"""The `support-router` command line: serve, route, train, eval (and the data-team tools).
+
+Every group comes from `router.cli.boundary.command_group` (one error boundary, literal
+help); heavy modules are imported inside the commands so that `--help` is instant.
+"""
 
 from __future__ import annotations
 
 import json
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from pydantic import ValidationError
-from rich.console import Console
-from rich.table import Table
 
-from calibration.data import load_labelled
-from calibration.evaluation import evaluate
+from router.cli.boundary import command_group, console, fail
+from router.cli.choices import Backend, TrainBackend
 from router.cli.compare import register as register_compare_commands
 from router.cli.data import register as register_data_commands
 from router.cli.desk import approvals_app, tasks_app
 from router.cli.fallback import fallback_app
 from router.cli.keys import keys_app
-from router.errors import InvalidInput, SupportRouterError
-from router.routing.rules import RouteRequest
-from router.settings import get_settings, keep_caches_in_var_dir
-from router.storage.policy_store import ensure_policy_fits, load_policy
+from router.errors import SupportRouterError
 
-app = typer.Typer(
-    help="Route support messages with a calibrated decision model.", no_args_is_help=True
-)
-console = Console()
+if TYPE_CHECKING:
+    from rich.table import Table
 
-
-def _fail(exc: SupportRouterError) -> typer.Exit:
-    console.print(f"[red]error[/red] ({exc.code}): {exc.message}")
-    return typer.Exit(1)
+app = command_group("Route support messages with a calibrated decision model.")
 
 
 @app.command()
@@ -51,6 +48,7 @@ def serve(
     """
     from router.access import KeyRing
     from router.gateway.server import check_bind, serve_gateway
+    from router.settings import get_settings
     from router.telemetry.logs import configure_logging, uvicorn_log_config
     from router.telemetry.metrics import prepare_multiprocess_dir
 
@@ -60,39 +58,84 @@ def serve(
         check_bind(settings, bind)
         KeyRing(settings.api_keys)  # contradictory key entries: refuse before anything starts
     except SupportRouterError as exc:
-        typer.echo(f"error ({exc.code}): {exc.message}", err=True)
-        raise typer.Exit(2) from exc
+        # A refused start exits 2, like a usage error: a supervisor restarting the gateway
+        # must not mistake it for a crash worth retrying.
+        fail(exc, exit_code=2)
     configure_logging(settings)  # JSON lines from here on; uvicorn's access log is ours
     prepare_multiprocess_dir()  # PROMETHEUS_MULTIPROC_DIR: empty it before workers start
     serve_gateway(settings, host=bind, port=port or settings.port, workers=workers,
                   log_config=uvicorn_log_config(settings), access_log=False)
 
 
+@contextmanager
+def _train_progress() -> Iterator[Callable[[str, int, int], None]]:
+    """A `train_local` progress callback: a bar with elapsed time and ETA on a terminal,
+    one line per stage otherwise (a log file or CI keeps every line).
+
+    The ETA comes from the stages finished so far; the model's cross-fit folds run inside
+    one stage (`router.app.training.TrainProgress`), so it reads -:--:-- while that
+    stage is the only one measured.
+    """
+    if not sys.stderr.isatty():
+        started = time.monotonic()
+
+        def line(stage: str, done: int, total: int) -> None:
+            typer.echo(f"[{time.monotonic() - started:6.1f}s] {done}/{total} {stage}", err=True)
+
+        yield line
+        return
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("elapsed"), TimeElapsedColumn(), TextColumn("eta"),
+               TimeRemainingColumn())
+    with Progress(*columns, console=console(stderr=True)) as bar:
+        task = bar.add_task("training", total=None)
+
+        def update(stage: str, done: int, total: int) -> None:
+            bar.update(task, description=stage, completed=done, total=total)
+
+        yield update
+
+
 @app.command()
 def train(
     data: Annotated[Path | None, typer.Option(help="Labelled JSONL file or folder.")] = None,
     out: Annotated[Path | None, typer.Option(help="Model folder (default: models/).")] = None,
-    backend: Annotated[str, typer.Option(help="local | e5 (needs the [e5] extra)")] = "local",
+    backend: Annotated[
+        TrainBackend, typer.Option(help="The model to fit; e5 needs the [e5] extra.")
+    ] = "local",
 ) -> None:
-    """Train the embedded model from labelled data and write its default policy."""
-    from router.app.training import train_local
+    """Train the embedded model from labelled data and write its default policy.
 
-    if backend not in ("local", "e5"):
-        raise _fail(InvalidInput(f"cannot train backend {backend!r}; choose local or e5"))
+    Progress goes to stderr: a bar with elapsed time and ETA on a terminal, one line per
+    stage otherwise.
+    """
+    from router.app.training import train_local
+    from router.settings import get_settings
+
     settings = get_settings()
     model_dir = out or settings.model_dir
     default_policy = settings.policy_path if backend == "local" else settings.e5_policy_path
     policy_path = default_policy if out is None else model_dir / default_policy.name
-    with console.status(f"training the {backend} model…"):
+    with _train_progress() as progress:
         result = train_local(
             data or settings.routes_data,
             model_dir,
             policy_path=policy_path,
             steering_data=settings.steering_data,
             backend=backend,
+            progress=progress,
         )
-    console.print(f"model  {result.model_path}  sha256 {result.artifact_sha[:16]}…")
-    console.print(f"policy {result.policy_path}  threshold {result.policy.threshold:.2f}")
+    typer.echo(f"model  {result.model_path}  sha256 {result.artifact_sha[:16]}…")
+    typer.echo(f"policy {result.policy_path}  threshold {result.policy.threshold:.2f}")
 
 
 @app.command()
@@ -102,11 +145,10 @@ def route(
 ) -> None:
     """Route one message with the configured model and policy (not logged)."""
     from router.app.bootstrap import build_router_offline
+    from router.routing.rules import RouteRequest
+    from router.settings import get_settings
 
-    try:
-        decision = build_router_offline(get_settings()).decide(RouteRequest(text=text))
-    except SupportRouterError as exc:
-        raise _fail(exc) from exc
+    decision = build_router_offline(get_settings()).decide(RouteRequest(text=text))
     if as_json:
         typer.echo(decision.model_dump_json(indent=2))
         return
@@ -117,7 +159,9 @@ def route(
     )
 
 
-def format_eval(metrics: dict) -> Table:
+def format_eval(metrics: dict[str, Any]) -> Table:
+    from rich.table import Table
+
     table = Table(title=f"{metrics['model']} at threshold {metrics['threshold']:.2f}")
     table.add_column("metric")
     table.add_column("value", justify="right")
@@ -145,7 +189,7 @@ def format_eval(metrics: dict) -> Table:
 @app.command("eval")
 def eval_command(
     data: Annotated[Path, typer.Option(help="JSONL with at least `text` and `label`.")],
-    backend: Annotated[str, typer.Option(help="local | e5 | typesafe")] = "local",
+    backend: Annotated[Backend, typer.Option(help="The backend to evaluate.")] = "local",
     policy: Annotated[
         Path | None, typer.Option(help="Policy artifact (default: the backend's).")
     ] = None,
@@ -155,19 +199,20 @@ def eval_command(
     ] = None,
 ) -> None:
     """Evaluate a backend at a policy on labelled rows."""
+    from calibration.data import load_labelled
+    from calibration.evaluation import evaluate
     from router.app.bootstrap import load_backend
+    from router.settings import get_settings
+    from router.storage.policy_store import ensure_policy_fits, load_policy
 
-    try:
-        rows = load_labelled(data)
-        bound = load_backend(get_settings(), backend)
-        chosen_policy = load_policy(policy) if policy else bound.policy
-        if chosen_policy.model.artifact_sha is not None:
-            # The model comes from settings, not from the policy: a policy certified for
-            # another artifact would silently be judged on this one.
-            ensure_policy_fits(chosen_policy, bound.policy.model)
-        scores = bound.model.score_batch([r.text for r in rows])
-    except SupportRouterError as exc:
-        raise _fail(exc) from exc
+    rows = load_labelled(data)
+    bound = load_backend(get_settings(), backend)
+    chosen_policy = load_policy(policy) if policy else bound.policy
+    if chosen_policy.model.artifact_sha is not None:
+        # The model comes from settings, not from the policy: a policy certified for
+        # another artifact would silently be judged on this one.
+        ensure_policy_fits(chosen_policy, bound.policy.model)
+    scores = bound.model.score_batch([r.text for r in rows])
     metrics = evaluate([r.label for r in rows], scores, chosen_policy, tags=[r.tags for r in rows])
     if predictions_out:
         with predictions_out.open("w", encoding="utf-8") as handle:
@@ -178,17 +223,7 @@ def eval_command(
     if as_json:
         typer.echo(json.dumps(metrics, indent=2))
     else:
-        console.print(format_eval(metrics))
-
-
-def main() -> None:
-    """The `support-router` console script: the typer app, in a process whose caches
-    live under the data dir, not in the installed package (router/settings.py)."""
-    try:
-        keep_caches_in_var_dir(get_settings())
-    except ValidationError:
-        pass  # the command that needs the settings reports them; others need none
-    app()
+        console().print(format_eval(metrics))
 
 
 register_data_commands(app)
@@ -197,3 +232,22 @@ app.add_typer(approvals_app, name="approvals")
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(fallback_app)
 app.add_typer(keys_app, name="keys")
+
+
+def main() -> None:
+    """The `support-router` console script: the typer app, in a process whose compiled
+    caches live under the data dir, not in the installed package (router/settings.py).
+
+    Help needs neither settings nor caches, and stays fast without them.
+    """
+    args = sys.argv[1:]
+    if args and not {"--help", "-h"} & set(args):
+        from pydantic import ValidationError
+
+        from router.settings import get_settings, keep_caches_in_var_dir
+
+        try:
+            keep_caches_in_var_dir(get_settings())
+        except ValidationError:
+            pass  # the command that needs the settings reports them; others need none
+    app()

@@ -127,23 +127,25 @@ def test_calibrate_then_check_holds_and_then_fails(cli_env: Settings, tmp_path: 
 
 
 @pytest.mark.parametrize(
-    ("extra", "message"),
+    ("extra", "exit_code", "message"),
     [
-        (["--alpha", "0.001"], "no_certified_threshold"),
-        (["--alpha", "0.1", "--recalibrate", "isotonic"], "isotonic recalibration needs at least"),
-        (["--alpha", "0.1", "--cost-misroute", "5"], "give both --cost-misroute and"),
-        (["--alpha", "0.1", "--recalibrate", "platt"], "use none, temperature or isotonic"),
+        (["--alpha", "0.001"], 1, "error (no_certified_threshold)"),
+        (["--alpha", "0.1", "--recalibrate", "isotonic"], 1,
+         "isotonic recalibration needs at least"),
+        (["--alpha", "0.1", "--cost-misroute", "5"], 2, "give both or neither"),
+        (["--alpha", "0.1", "--recalibrate", "platt"], 2,
+         "'platt' is not one of 'none', 'temperature', 'isotonic'"),
     ],
 )
-def test_calibrate_refusals_exit_1(
-    cli_env: Settings, tmp_path: Path, extra: list[str], message: str
+def test_calibrate_refusals(
+    cli_env: Settings, tmp_path: Path, extra: list[str], exit_code: int, message: str
 ) -> None:
     labels, preds = _write(tmp_path, 2000)
     out_path = tmp_path / "policy.json"
     code, out = _run(
         "calibrate", "--predictions", preds, "--labels", labels, "--out", out_path, *extra
     )
-    assert code == 1 and message in " ".join(out.split())
+    assert code == exit_code and message in " ".join(out.split())
     assert not out_path.exists()
 
 
@@ -247,4 +249,4 @@ def test_export_redacted_then_label_without_a_terminal(cli_env: Settings, tmp_pa
         ("q1", "unclear", "mail ana@example.com please")
     ]
     code, out = _run("label", "--out", labels, "--annotator", "bo")
-    assert code == 1 and "exactly one of --input FILE or --from-decisions" in out
+    assert code == 2 and "exactly one of --input FILE or --from-decisions" in out

@@ -39,17 +39,23 @@ def test_list_and_decide(cli_env: Settings) -> None:
 
 
 @pytest.mark.parametrize(
-    ("args", "code"),
+    ("args", "exit_code", "message"),
     [
-        (["decide", "op-nope", "approve", "--supervisor", "m"], "unknown_operation"),
-        (["decide", "{op}", "perhaps", "--supervisor", "m"], "invalid_decision"),
-        (["list", "--status", "pending"], "invalid_status"),
+        (["decide", "op-nope", "approve", "--supervisor", "m"], 1, "error (unknown_operation)"),
+        (["decide", "{op}", "perhaps", "--supervisor", "m"], 2,
+         "'perhaps' is not one of 'approve', 'reject'"),
+        (["list", "--status", "pending"], 2,
+         "'pending' is not one of 'held', 'approved', 'rejected', 'all'"),
     ],
 )
-def test_errors_print_the_code_and_exit_1(cli_env: Settings, args: list[str], code: str) -> None:
+def test_errors_print_the_code_or_the_choices(
+    cli_env: Settings, args: list[str], exit_code: int, message: str
+) -> None:
     op = _hold(cli_env)
     result = runner.invoke(approvals_app, [a.format(op=op) for a in args])
-    assert result.exit_code == 1 and code in result.output
+    assert result.exit_code == exit_code and message in result.stderr
+    held = json.loads(runner.invoke(approvals_app, ["list", "--json"]).stdout)
+    assert [(r["operation"], r["status"]) for r in held] == [(op, "held")]
 
 
 def test_tasks_run_json_and_exit_code(cli_env: Settings, tmp_path: Path) -> None:

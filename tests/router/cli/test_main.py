@@ -6,10 +6,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from router.app.training import MODEL_FILES, STAGES
 from router.cli.main import app
 from router.contracts import Policy, PolicyModel
-from router.settings import Settings
-from router.storage.policy_store import save_policy
+from router.settings import PROJECT_ROOT, Settings
+from router.storage.policy_store import load_policy, save_policy
 
 RUNNER = CliRunner()
 TINY = [
@@ -105,3 +106,32 @@ def test_eval_reports_bad_data_clearly(cli_env: Settings, tmp_path: Path) -> Non
     result = RUNNER.invoke(app, ["eval", "--data", str(data)])
     assert result.exit_code == 1
     assert "bad_label_row" in result.output
+
+
+# Enough rows of every class (refund, account, other, both kinds of unclear) to cross-fit.
+SMALL_TRAINING_SET = ("en_clear", "short_and_vague", "other_variety", "refund_variety",
+                      "account_variety", "two_requests_shapes", "unclear_variety")
+
+
+def test_train_reports_each_stage_on_a_pipe_and_writes_model_and_policy(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "small.jsonl"
+    routes = PROJECT_ROOT / "datasets" / "routes"
+    data.write_text("".join(
+        line + "\n"
+        for name in SMALL_TRAINING_SET
+        for line in (routes / f"{name}.jsonl").read_text(encoding="utf-8").splitlines()[:25]
+    ), encoding="utf-8")
+    out = tmp_path / "models"
+    result = RUNNER.invoke(app, ["train", "--data", str(data), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    # stderr is not a terminal here: one "[elapsed] done/total stage" line per stage.
+    lines = result.stderr.splitlines()
+    assert [line.split("] ", 1)[1] for line in lines] == [
+        f"{done}/3 {stage}" for done, stage in enumerate([*STAGES["local"], "done"])
+    ]
+    assert all(line.startswith("[") and "s] " in line for line in lines)
+    policy = load_policy(out / "policy.json")
+    assert policy.model.backend == "local" and (out / MODEL_FILES["local"]).exists()
+    assert f"threshold {policy.threshold:.2f}" in result.stdout

@@ -1,0 +1,43 @@
+"""The values each enumerated option of the CLI accepts, as `Literal`s Typer turns into
+choices (a wrong value is a usage error that lists them).
+
+They repeat the types of the modules that own them, because those modules import numpy
+or pydantic and `--help` must not; `tests/router/cli/test_help.py` keeps each one equal
+to its owner's.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Literal
+
+Backend = Literal["local", "e5", "typesafe"]
+"""`router.contracts.Backend`: the decision-model backends."""
+
+TrainBackend = Literal["local", "e5"]
+"""The backends `train` fits here (`router.app.training.MODEL_FILES`)."""
+
+CalibratorKind = Literal["none", "temperature", "isotonic"]
+"""`router.contracts.CalibratorKind`."""
+
+Sample = Literal["random", "uncertainty", "disagreement", "stratified"]
+"""`calibration.label.Sample`: how `label` picks the requests to label."""
+
+ReportPart = Literal["test", "all"]
+"""`report --part`: the rows `calibrate` held out, or every row outside the model's
+training split."""
+
+ApprovalFilter = Literal["held", "approved", "rejected", "all"]
+"""`handlers.services.refunds.ApprovalFilter`."""
+
+SupervisorDecision = Literal["approve", "reject"]
+"""`handlers.services.refunds.SupervisorDecision`."""
+
+class Role(StrEnum):
+    """`router.access.Role`; an Enum because Typer takes a repeated option of Enum members,
+    not of `Literal` values."""
+
+    GATEWAY = "gateway"
+    AGENT = "agent"
+    SUPERVISOR = "supervisor"
+    ADMIN = "admin"
