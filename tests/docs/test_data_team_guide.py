@@ -41,11 +41,11 @@ import pytest
 from calibration.data import LabelledRow, iter_jsonl, load_labelled, select_split
 from calibration.label import items_from_rows, select_items
 from router.app.training import TrainResult
-from router.settings import PROJECT_ROOT
 from router.storage.policy_store import load_policy
+from tests.paths import REPO_ROOT
 from tests.servers import GatewayProcess
 
-GUIDE = PROJECT_ROOT / "docs" / "data-team.md"
+GUIDE = REPO_ROOT / "docs" / "data-team.md"
 MARKER = "# guide-loop"
 KEYS = {"refund": "r", "account": "a", "other": "o", "unclear": "u"}
 WEEK_ROWS = 300
@@ -105,7 +105,7 @@ def test_commands_are_read_across_continuation_lines() -> None:
 
 def _test_split_rows() -> list[LabelledRow]:
     """The routing data's test split (never trained on), in a fixed order."""
-    rows = select_split(load_labelled(PROJECT_ROOT / "datasets" / "routes"), "test")
+    rows = select_split(load_labelled(REPO_ROOT / "datasets" / "routes"), "test")
     usable = [r for r in rows if 0 < len(r.text) <= 8000]
     return sorted(usable, key=lambda r: hashlib.sha256(r.id.encode()).hexdigest())
 
@@ -141,7 +141,7 @@ def _environment(root: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SUPPORT_ROUTER_")}
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     env.update({
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(PROJECT_ROOT),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT),
                                                     os.environ.get("PYTHONPATH")])),
         "SUPPORT_ROUTER_VAR_DIR": str(root / "var"),
         "SUPPORT_ROUTER_MODEL_DIR": str(root / "models"),

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from router.settings import PROJECT_ROOT
+from tests.paths import REPO_ROOT
 
 MARKERS = {
     "a numbered session": re.compile(r"\bsessions?[ -]\d+", re.IGNORECASE),
@@ -91,7 +91,7 @@ def test_ordinary_prose_passes(text: str) -> None:
 
 
 def test_no_file_narrates_history() -> None:
-    files = tracked_text_files(PROJECT_ROOT)
+    files = tracked_text_files(REPO_ROOT)
     assert any(f.name == "README.md" for f in files)  # the listing itself works
     problems = []
     for path in files:
@@ -100,7 +100,7 @@ def test_no_file_narrates_history() -> None:
         except UnicodeDecodeError:
             continue  # not a text file after all
         for number, name, line in narration(text):
-            problems.append(f"{path.relative_to(PROJECT_ROOT)}:{number}: {name}: {line[:120]}")
+            problems.append(f"{path.relative_to(REPO_ROOT)}:{number}: {name}: {line[:120]}")
     assert not problems, (
         "say how things are now and why; the history belongs in git:\n" + "\n".join(problems)
     )

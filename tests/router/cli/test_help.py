@@ -20,7 +20,7 @@ from router.app.training import MODEL_FILES
 from router.cli import choices
 from router.cli.main import app
 from router.contracts import Backend, CalibratorKind
-from router.settings import PROJECT_ROOT
+from tests.paths import REPO_ROOT
 
 RUNNER = CliRunner()
 HEAVY = ("numpy", "sklearn", "scipy", "fastapi", "sqlalchemy", "numba")
@@ -132,7 +132,7 @@ print(json.dumps(sorted({name.split(".")[0] for name in sys.modules})))
 
 def test_building_the_app_and_rendering_every_help_imports_nothing_heavy() -> None:
     # A fresh interpreter: this test process has imported all of them already.
-    done = subprocess.run([sys.executable, "-c", RENDER_EVERY_HELP], cwd=PROJECT_ROOT,
+    done = subprocess.run([sys.executable, "-c", RENDER_EVERY_HELP], cwd=REPO_ROOT,
                           capture_output=True, text=True, timeout=120, check=True)
     imported = set(json.loads(done.stdout))
     assert "typer" in imported  # the walk did run
@@ -141,7 +141,7 @@ def test_building_the_app_and_rendering_every_help_imports_nothing_heavy() -> No
 
 def test_python_m_router_help_imports_nothing_heavy() -> None:
     done = subprocess.run([sys.executable, "-X", "importtime", "-m", "router", "--help"],
-                          cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120)
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "Usage:" in done.stdout
     # `-X importtime` writes one "import time: self | cumulative | name" line per module.

@@ -9,8 +9,9 @@ from typer.testing import CliRunner
 from router.app.training import MODEL_FILES, STAGES
 from router.cli.main import app
 from router.contracts import Policy, PolicyModel
-from router.settings import PROJECT_ROOT, Settings
+from router.settings import Settings
 from router.storage.policy_store import load_policy, save_policy
+from tests.paths import REPO_ROOT
 
 RUNNER = CliRunner()
 TINY = [
@@ -117,7 +118,7 @@ def test_train_reports_each_stage_on_a_pipe_and_writes_model_and_policy(
     tmp_path: Path,
 ) -> None:
     data = tmp_path / "small.jsonl"
-    routes = PROJECT_ROOT / "datasets" / "routes"
+    routes = REPO_ROOT / "datasets" / "routes"
     data.write_text("".join(
         line + "\n"
         for name in SMALL_TRAINING_SET
