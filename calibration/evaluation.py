@@ -23,12 +23,15 @@ def evaluate(
     policy: Policy,
     *,
     tags: Sequence[Sequence[str]] | None = None,
+    languages: Sequence[str] | None = None,
 ) -> dict:
     """Model metrics on the raw choice plus routing metrics at the policy.
 
     Scores are recalibrated with the policy's calibrator first, exactly as the gateway does.
     With `tags` (one list per row), `per_tag` repeats the key figures for each tag, so
-    e.g. the injection rows can be read on their own.
+    e.g. the injection rows can be read on their own. `per_label` gives the routing
+    figures of the rows of each true route, and with `languages` (one code per row)
+    `per_language` gives them for each language, so a weak route or language shows.
     """
     calibrated = [apply_calibrator(s, policy.calibrator) for s in scores]
     choices = [s.choice for s in calibrated]
@@ -53,7 +56,24 @@ def evaluate(
         "policy_version": policy.version,
         "model": calibrated[0].model if calibrated else policy.model.name,
         "per_tag": _per_tag(labels, choices, outcome, tags) if tags is not None else {},
+        "per_label": _per_group(labels, outcome, labels),
+        "per_language": _per_group(labels, outcome, languages) if languages is not None else {},
     }
+
+
+def _per_group(labels: Sequence[str], outcome: np.ndarray,
+               groups: Sequence[str]) -> dict[str, dict[str, float]]:
+    """The routing summary (coverage, misroutes among routed, …) of each group's rows."""
+    keys = np.asarray(groups)
+    label_array = np.asarray(labels)
+    result = {}
+    for group in sorted(set(groups)):
+        rows = keys == group
+        summary = routing_summary(label_array[rows], outcome[rows])
+        result[str(group)] = {name: summary[name] for name in (
+            "n", "routed", "misroute", "coverage", "misroute_rate_routed",
+            "correct_outcome_rate")}
+    return result
 
 
 def _per_tag(

@@ -183,6 +183,11 @@ def format_eval(metrics: dict[str, Any]) -> Table:
         table.add_row(
             f"{label} P/R (n)", f"{stats['precision']:.3f}/{stats['recall']:.3f} ({stats['n']})"
         )
+    for group in ("per_label", "per_language"):
+        for name, stats in metrics.get(group, {}).items():
+            table.add_row(
+                f"{name} coverage / misroutes among routed (n)",
+                f"{stats['coverage']:.3f} / {stats['misroute_rate_routed']:.3f} ({stats['n']})")
     return table
 
 
@@ -213,7 +218,8 @@ def eval_command(
         # another artifact would silently be judged on this one.
         ensure_policy_fits(chosen_policy, bound.policy.model)
     scores = bound.model.score_batch([r.text for r in rows])
-    metrics = evaluate([r.label for r in rows], scores, chosen_policy, tags=[r.tags for r in rows])
+    metrics = evaluate([r.label for r in rows], scores, chosen_policy, tags=[r.tags for r in rows],
+                       languages=[r.lang for r in rows])
     if predictions_out:
         with predictions_out.open("w", encoding="utf-8") as handle:
             for row, s in zip(rows, scores, strict=True):

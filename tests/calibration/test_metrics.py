@@ -96,6 +96,32 @@ def test_evaluate_applies_the_policy() -> None:
     assert result["policy_version"] == "v"
 
 
+def test_evaluate_gives_routing_figures_per_true_route_and_per_language() -> None:
+    def scores(choice: str, p: float) -> RouteScores:
+        rest = (1 - p) / 3
+        probs = {r: (p if r == choice else rest) for r in ("refund", "account", "other", "unclear")}
+        return RouteScores.from_probabilities("m", probs)
+
+    # de: a refund routed right, an account request routed to refund (a misroute);
+    # fr: a refund left to clarify (confidence 0.2 < 0.5), an unclear row clarified.
+    labels = ["refund", "account", "refund", "unclear"]
+    batch = [scores("refund", 0.9), scores("refund", 0.9), scores("refund", 0.4),
+             scores("unclear", 0.9)]
+    policy = Policy(version="v", model=PolicyModel(backend="local", name="m"), threshold=0.5)
+    result = evaluate(labels, batch, policy, languages=["de", "de", "fr", "fr"])
+    assert result["per_language"]["de"] == {
+        "n": 2, "routed": 2, "misroute": 1, "coverage": 1.0, "misroute_rate_routed": 0.5,
+        "correct_outcome_rate": 0.5}
+    assert result["per_language"]["fr"] == {
+        "n": 2, "routed": 0, "misroute": 0, "coverage": 0.0, "misroute_rate_routed": 0.0,
+        "correct_outcome_rate": 0.5}
+    refund = result["per_label"]["refund"]
+    assert (refund["n"], refund["routed"], refund["coverage"]) == (2, 1, 0.5)
+    assert result["per_label"]["account"]["misroute_rate_routed"] == 1.0
+    assert result["per_label"]["unclear"]["correct_outcome_rate"] == 1.0
+    assert evaluate(labels, batch, policy)["per_language"] == {}
+
+
 # --- calibration figures and bootstrap intervals -------------------------------------
 
 
