@@ -85,12 +85,16 @@ def _tasks() -> None:
 def run(
     suite: Annotated[Path, typer.Option(help="Task file (JSONL).")] = DEFAULT_SUITE,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    sender: Annotated[str, typer.Option(help=(
+        "Who vouches for the e-mail in a message: `verified` (the runner plays a mail "
+        "system that authenticated the sender) or `claimed` (an anonymous chat: writes "
+        "wait for a one-time code). A task's own `sender` wins."))] = "verified",
 ) -> None:
     """Run each task on a fresh store through the conversation; exit 0 only if all pass."""
     from router.app.tasks import format_report, run_suite
 
     try:
-        report = run_suite(suite, settings=get_settings())
+        report = run_suite(suite, settings=get_settings(), sender=sender)
     except SupportRouterError as exc:
         raise _fail(exc) from exc
     typer.echo(json.dumps(report.as_dict(), indent=2) if as_json else format_report(report))
