@@ -2,7 +2,9 @@
 
 Steps, each recorded as an action with its observation:
 
-1. identify the customer (ask for the e-mail when unknown);
+1. identify the customer (ask for the e-mail when unknown); an identity the customer
+   only claimed is verified first (`IdentityGate.before_write`: a one-time code), and
+   nothing about the account is said or changed until it is;
 2. find what the message asks: a new shipping/billing address ("address" alone means
    shipping), preference changes, or both; nothing recognisable → ask what to change;
 3. suspended accounts get no writes of any kind;
@@ -19,7 +21,7 @@ from typing import Any
 
 from handlers.extract import AddressExtraction, parse_address, parse_preference_changes
 from handlers.flow import FlowInput, HandlerResult
-from handlers.identity import identify
+from handlers.identity import AWAITING_CODE, IdentityGate
 from handlers.observation import Observation, fail, success
 from handlers.services.cases import Action
 from handlers.services.store import AddressKind, NewAddress, Store
@@ -73,15 +75,22 @@ def _valid_value(key: str, value: str) -> bool:
 
 
 class AccountHandler:
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, identity: IdentityGate | None = None) -> None:
         self._store = store
+        self._identity = identity or IdentityGate(store)
 
     def handle(self, flow: FlowInput) -> HandlerResult:
         actions: list[Action] = []
-        account, who = identify(self._store, flow)
+        account, who = self._identity.identify(flow)
         actions.append(Action("identity.lookup", who))
         if account is None:
             return HandlerResult("awaiting_customer", actions, awaiting=True)
+        unverified = self._identity.before_write(flow, account, who)
+        if unverified is not None:
+            actions.append(Action("identity.verify", unverified))
+            waits = unverified.code in AWAITING_CODE
+            return HandlerResult("awaiting_customer" if waits else "resolved", actions,
+                                 account.id, awaiting=waits, context=dict(flow.context))
 
         done_parts = set(flow.context.get("done", []))
         address = find_address(flow)

@@ -4,20 +4,31 @@
 
 - `prepare(text, case_id=, customer=)` checks a message before anything is written
   (unknown case → `unknown_case` 404, unknown authenticated customer →
-  `unknown_customer` 422, a negative, zero or absurd amount → `invalid_amount` 422) and
-  returns the case facts the router's code rules need (`case_route`,
+  `unknown_customer` 422, an authenticated customer other than the case's →
+  `customer_mismatch` 409, a negative, zero or absurd amount → `invalid_amount` 422)
+  and returns the case facts the router's code rules need (`case_route`,
   `case_has_held_refund`). A new case gets its id here, so the decision log has it.
 - `handle_message(text, case_id, customer, decision)` acts on the router's decision:
   `refund`/`account` → the deterministic handlers; `clarify` → one question, no change;
   `other` → the fallback (`handlers.fallback.responder`: FAQ answer, the customer's own
   order status, or hand-off to the human queue → `resolved` / `handed_off`). The turn is
   written to the case in one transaction; the reply is a template filled from the
-  observations.
-- `list_approvals(status)`, `decide_approval(operation, decision, supervisor)`: the
-  supervisor's side of held refunds; the customer's reply is added to the case.
-- `list_handoffs()`, `reply_handoff(case_id, agent, text)`: the human queue
-  (`handlers.fallback.handoffs`).
+  observations. Identity (`handlers.identity`): a message whose text names another
+  account than the case's is refused and leaves the case as it was; a message that is
+  only a one-time code answers the case's pending challenge, and when it is right the
+  flow that asked for it continues with the request it was asked for.
+- `list_approvals(status)`, `decide_approval(operation, decision, supervisor,
+  principal=)`: the supervisor's side of held refunds; the customer's reply is added to
+  the case.
+- `list_handoffs(limit=, cursor=, older_than_s=)`, `reply_handoff(case_id, agent, text,
+  principal=)`: the human queue (`handlers.fallback.handoffs`).
 - `get_case(case_id)`: the case with its messages, decisions and actions.
+
+Who acted: `principal` is the authenticated caller (the gateway passes its API key's
+name, or `anonymous@loopback` without keys) and is what the audit trail records as the
+decider or replier; the name in a request body (`supervisor`, `agent`) is kept beside it
+as a display name only. Callers with the database's own access (the CLI, the task
+runner) are `OPERATOR_PRINCIPAL`.
 
 Durable: everything a later message or decision needs is read from the database.
 """
@@ -25,7 +36,7 @@ Durable: everything a later message or decision needs is read from the database.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
@@ -34,22 +45,38 @@ from sqlalchemy import Engine
 
 from handlers.account import AccountHandler
 from handlers.extract import InvalidAmount, parse_amounts
-from handlers.fallback.handoffs import HandoffOutcome, list_handoffs, reply_to_handoff
+from handlers.fallback.handoffs import (
+    DEFAULT_PAGE_SIZE,
+    HandoffOutcome,
+    HandoffPage,
+    check_display_name,
+    list_handoffs,
+    reply_to_handoff,
+)
 from handlers.fallback.responder import Fallback, build_responder
 from handlers.flow import FlowInput, HandlerResult
-from handlers.identity import require_customer
-from handlers.observation import success
+from handlers.identity import AWAITING_CODE, IdentityGate, claims_other_account, require_customer
+from handlers.observation import Observation, success
 from handlers.refund import RefundHandler
 from handlers.replies import compose, format_money
 from handlers.services.cases import Action, CaseBook, CaseRow, CaseStatus, Turn, new_case_id
+from handlers.services.notifier import Notifier, OutboxNotifier
 from handlers.services.refunds import RefundService, retry_lost_responses
 from handlers.services.store import SqlStore, load_fixture, seed_store
+from handlers.services.verification import (
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_TTL_S,
+    VerificationService,
+    find_code,
+)
 from router.contracts import Decision
 from router.errors import Conflict, InvalidInput, NotFound, StoreError
 
 APPROVAL_FILTERS = ("held", "approved", "rejected", "all")
 MAX_FLOW_TEXTS = 5
 """How many of the customer's messages an open flow keeps for the next one to build on."""
+OPERATOR_PRINCIPAL = "operator@local"
+"""Who acts when the caller has the database's own access (CLI, task runner): no key."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +91,8 @@ class CaseFacts:
     """The customer's earlier messages when the router asked them to say more."""
     case: CaseRow | None = None
     """The case as `prepare` read it, so handling the message does not read it again."""
+    customer_account_id: str | None = None
+    """The account of the authenticated `customer`, when the calling system gave one."""
 
 
 @dataclass(frozen=True)
@@ -87,16 +116,23 @@ class ApprovalOutcome:
     case_status: str
     reply: str
     observation: dict[str, Any]
+    decided_by: str | None
+    """The principal recorded as the decider (the first one, for a replayed decision)."""
+    supervisor: str
+    """The display name this request gave."""
 
 
 class SupportDesk:
     def __init__(self, store: SqlStore, refunds: RefundService, cases: CaseBook, *,
-                 today: date, fallback: Fallback | None = None) -> None:
+                 today: date, fallback: Fallback | None = None,
+                 verifications: VerificationService | None = None) -> None:
         self.store = store
         self.refunds = refunds
         self.cases = cases
-        self._refund = RefundHandler(store, refunds, today=today)
-        self._account = AccountHandler(store)
+        self.verifications = verifications
+        gate = IdentityGate(store, verifications)
+        self._refund = RefundHandler(store, refunds, today=today, identity=gate)
+        self._account = AccountHandler(store, identity=gate)
         self._fallback = fallback or build_responder(store)
 
     def close(self) -> None:
@@ -117,15 +153,20 @@ class SupportDesk:
             case = self.cases.get(case_id)
             if case is None:
                 raise NotFound(f"no case {case_id!r}", code="unknown_case")
+        account_id = None
         if customer is not None:
-            require_customer(self.store, customer)
+            account_id = require_customer(self.store, customer).id
+            if case is not None and case.customer_id not in (None, account_id):
+                raise Conflict(f"case {case.id!r} belongs to another customer than the "
+                               "authenticated one; open a new case", code="customer_mismatch")
         try:
             parse_amounts(text)
         except InvalidAmount as exc:
             raise InvalidInput(f"the message states an invalid amount: {exc}",
                                code="invalid_amount") from exc
         if case is None:
-            return CaseFacts(case_id=case_id or new_case_id(), is_new=True)
+            return CaseFacts(case_id=case_id or new_case_id(), is_new=True,
+                             customer_account_id=account_id)
         held = any(r.status == "held" for r in self.refunds.for_case(case.id))
         awaiting = case.status == "awaiting_customer"
         in_flow = awaiting and case.flow in ("refund", "account")
@@ -134,7 +175,7 @@ class SupportDesk:
                          case_route=case.flow if in_flow else None,
                          case_has_held_refund=held,
                          clarified_texts=tuple(case.context.get("texts", ())) if clarified else (),
-                         case=case)
+                         case=case, customer_account_id=account_id)
 
     def handle_message(self, text: str, case_id: str | None, customer: str | None,
                        decision: Decision, *, facts: CaseFacts | None = None) -> MessageOutcome:
@@ -147,28 +188,88 @@ class SupportDesk:
         earlier = list(context.pop("texts", []))
         flow = FlowInput(case_id=facts.case_id, text=text, earlier_texts=earlier,
                          customer=customer, case_customer_id=case.customer_id if case else None,
+                         case_customer_verified=case.customer_verified if case else False,
                          context=context, has_held_refund=facts.case_has_held_refund)
+        refused = claims_other_account(self.store, flow)
+        if refused is not None and case is not None:
+            return self._refuse(case, text, decision, refused)
 
-        result = self._dispatch(decision.route, flow)
+        route, result, code_answer = self._handle(decision.route, flow, case)
         status = result.status
         # A refund held earlier keeps the case waiting for the supervisor; one held by
         # this message already says so in `result.status`.
         if status == "resolved" and facts.case_has_held_refund:
             status = "awaiting_approval"
         keep = result.awaiting or decision.route == "clarify"
-        texts = [*earlier, text][-MAX_FLOW_TEXTS:]
+        # A code is an answer, not a request: the flow keeps the requests it answers.
+        texts = (earlier if code_answer else [*earlier, text])[-MAX_FLOW_TEXTS:]
         next_context = {**result.context, "texts": texts} if keep else {}
         reply = compose(a.observation for a in result.actions)
+        bound = case.customer_id if case else None
         self.cases.record(facts.case_id, Turn(
             request_id=decision.request_id, customer_text=text,
             decision=decision.model_dump(mode="json"), actions=result.actions, reply=reply,
-            status=status, flow=decision.route if result.awaiting else None,
-            customer_id=result.account_id or (case.customer_id if case else None),
+            status=status, flow=route if result.awaiting else None,
+            customer_id=bound or facts.customer_account_id or result.account_id,
+            customer_verified_by="channel" if facts.customer_account_id else None,
             context=next_context,
         ))
         return MessageOutcome(case_id=facts.case_id, decision=decision, route=decision.route,
                               status=status, reply=reply,
                               actions=[a.as_dict() for a in result.actions])
+
+    def _handle(self, route: str, flow: FlowInput,
+                case: CaseRow | None) -> tuple[str, HandlerResult, bool]:
+        """The route acted on, its result, and whether the message was a one-time code
+        answering the case's challenge (only a message that is a code and little else,
+        on a case whose customer is not proven yet, is one)."""
+        code = find_code(flow.text)
+        if (code is None or self.verifications is None or case is None
+                or case.customer_id is None or case.customer_verified or flow.customer):
+            return route, self._dispatch(route, flow), False
+        checked = self.verifications.check(case_id=case.id, account_id=case.customer_id,
+                                           code=code)
+        if checked is None:  # no challenge is waiting for a code here
+            return route, self._dispatch(route, flow), False
+        if case.status == "awaiting_customer" and case.flow in ("refund", "account"):
+            route = case.flow
+        answered = [Action("identity.verify", checked)]
+        if checked.ok:
+            # Proven: the flow that asked for the code goes on with the request it asked
+            # about, as if that request had come from a verified customer.
+            earlier = list(flow.earlier_texts)
+            request = replace(flow, case_customer_verified=True)
+            if earlier:
+                request = replace(request, text=earlier[-1], earlier_texts=earlier[:-1])
+            result = self._dispatch(route, request)
+            return route, replace(result, actions=[*answered, *result.actions]), True
+        if checked.code == "verification_code_expired":
+            account = self.store.account(case.customer_id)
+            again = self.verifications.challenge(case_id=case.id, account=account) \
+                if account is not None else None
+            if again is not None:
+                answered.append(Action("identity.verify", again))
+        last: Observation = answered[-1].observation
+        waits = last.code in AWAITING_CODE or last.code == "verification_code_wrong"
+        return route, HandlerResult("awaiting_customer" if waits else "resolved", answered,
+                                    case.customer_id, awaiting=waits,
+                                    context=dict(flow.context)), True
+
+    def _refuse(self, case: CaseRow, text: str, decision: Decision,
+                refused: Observation) -> MessageOutcome:
+        """Answer a message that claims another customer than the case's: the message and
+        the refusal go into the history; the case's status, flow and context stay."""
+        actions = [Action("identity.lookup", refused)]
+        reply = compose([refused])
+        status: CaseStatus = case.status  # type: ignore[assignment]
+        self.cases.record(case.id, Turn(
+            request_id=decision.request_id, customer_text=text,
+            decision=decision.model_dump(mode="json"), actions=actions, reply=reply,
+            status=status, flow=case.flow, customer_id=case.customer_id,
+            context=case.context,
+        ))
+        return MessageOutcome(case_id=case.id, decision=decision, route=decision.route,
+                              status=status, reply=reply, actions=[a.as_dict() for a in actions])
 
     def _dispatch(self, route: str, flow: FlowInput) -> HandlerResult:
         if route == "refund":
@@ -195,11 +296,14 @@ class SupportDesk:
 
     # -- the human queue --------------------------------------------------------------
 
-    def list_handoffs(self) -> list[dict[str, Any]]:
-        return list_handoffs(self.cases)
+    def list_handoffs(self, *, limit: int = DEFAULT_PAGE_SIZE, cursor: str | None = None,
+                      older_than_s: float | None = None) -> HandoffPage:
+        return list_handoffs(self.cases, limit=limit, cursor=cursor, older_than_s=older_than_s)
 
-    def reply_handoff(self, case_id: str, agent: str, text: str) -> HandoffOutcome:
-        return reply_to_handoff(self.cases, case_id, agent=agent, text=text)
+    def reply_handoff(self, case_id: str, agent: str, text: str, *,
+                      principal: str = OPERATOR_PRINCIPAL) -> HandoffOutcome:
+        return reply_to_handoff(self.cases, case_id, agent=agent, text=text,
+                                principal=principal)
 
     # -- approvals --------------------------------------------------------------------
 
@@ -210,11 +314,16 @@ class SupportDesk:
         return [r.as_artifacts() | {"amount": format_money(r.amount_cents)}
                 for r in self.refunds.approvals(status)]  # type: ignore[arg-type]
 
-    def decide_approval(self, operation: str, decision: str,
-                        supervisor: str) -> ApprovalOutcome:
-        """Apply a supervisor's decision exactly once and tell the customer on the case."""
+    def decide_approval(self, operation: str, decision: str, supervisor: str, *,
+                        principal: str = OPERATOR_PRINCIPAL) -> ApprovalOutcome:
+        """Apply a supervisor's decision exactly once and tell the customer on the case.
+
+        `principal` is recorded as the decider; `supervisor` is the display name, kept in
+        the case's history next to it.
+        """
+        display = check_display_name(supervisor, code="invalid_supervisor")
         obs = retry_lost_responses(
-            lambda: self.refunds.decide(operation, decision, supervisor=supervisor))
+            lambda: self.refunds.decide(operation, decision, supervisor=principal))
         if obs.code == "refund_service_unreachable":
             raise StoreError(obs.summary, code=obs.code)
         if obs.status == "error":
@@ -224,29 +333,34 @@ class SupportDesk:
         reply = compose([obs])
         status: CaseStatus = "awaiting_approval" if self._has_held(case_id) else "resolved"
         case = self.cases.get(case_id)
+        told = obs.model_copy(update={"artifacts": {**receipt, "display_name": display}})
         # Tell the customer once, however many decisions (replays) race to do it.
         self.cases.record_once(case_id, Turn(
             request_id=None, customer_text=None, decision=None,
-            actions=[Action("refunds.decide", obs)], reply=reply, status=status,
+            actions=[Action("refunds.decide", told)], reply=reply, status=status,
             flow=None, customer_id=case.customer_id if case else receipt["account_id"],
         ), action="refunds.decide", key="operation", value=operation)
         return ApprovalOutcome(
             operation=operation, case_id=case_id, decision=decision,
             operation_status=receipt["status"], refund_id=receipt["refund_id"],
             replayed=bool(receipt["replayed"]), case_status=status, reply=reply,
-            observation=obs.model_dump(),
+            observation=obs.model_dump(), decided_by=receipt.get("decided_by"),
+            supervisor=display,
         )
 
 
 def build_desk(engine: Engine, *, fixture_path: Path, today: date,
                now: Callable[[], datetime] = lambda: datetime.now(UTC),
                fallback_model: str | None = None, fallback_max_tokens: int = 512,
-               checkpoint_path: Path | None = None) -> SupportDesk:
+               checkpoint_path: Path | None = None, notifier: Notifier | None = None,
+               verification_ttl_s: float = DEFAULT_TTL_S,
+               verification_max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> SupportDesk:
     """Seed the store from the fixture when empty (the schema is migrated), build the services.
 
     With `fallback_model` (`provider:model`) the `other` route goes to the LangChain
     agent, checkpointed in the same PostgreSQL database when `engine` is PostgreSQL,
     otherwise in the SQLite file `checkpoint_path`; without it, to the embedded responder.
+    One-time codes go through `notifier` (default: the database's `outbox` table).
     """
     seed_store(engine, load_fixture(fixture_path), today=today)
     store = SqlStore(engine)
@@ -259,4 +373,8 @@ def build_desk(engine: Engine, *, fixture_path: Path, today: date,
             checkpoint_path=checkpoint_path or Path("var") / "agent-checkpoints.sqlite")
     refunds = RefundService(engine, store, today=today, now=now)
     cases = CaseBook(engine, now=now)
-    return SupportDesk(store, refunds, cases, today=today, fallback=fallback)
+    verifications = VerificationService(
+        engine, notifier or OutboxNotifier(engine, now=now), ttl_s=verification_ttl_s,
+        max_attempts=verification_max_attempts, now=now)
+    return SupportDesk(store, refunds, cases, today=today, fallback=fallback,
+                       verifications=verifications)

@@ -26,7 +26,9 @@ class FlowInput:
     customer: str | None = None
     """The customer the calling system authenticated (account id or e-mail), if any."""
     case_customer_id: str | None = None
-    """The account identified earlier in this case, if any."""
+    """The account the case belongs to (bound by an earlier turn), if any."""
+    case_customer_verified: bool = False
+    """Whether the case's customer is proven (by the channel or a one-time code)."""
     context: dict[str, Any] = field(default_factory=dict)
     has_held_refund: bool = False
 

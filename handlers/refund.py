@@ -2,7 +2,9 @@
 
 Steps, each recorded as an action with its observation:
 
-1. identify the customer (ask for the e-mail when unknown);
+1. identify the customer (ask for the e-mail when unknown); an identity the customer
+   only claimed is verified first (`IdentityGate.before_write`: a one-time code), and
+   nothing about the account or its orders is said or done until it is;
 2. suspended accounts get no refund;
 3. exactly one order id (ask which order when none or several; on a case with a refund
    held for a supervisor and no order named, report that refund's state);
@@ -21,7 +23,7 @@ from typing import Any
 
 from handlers.extract import Amount, find_order_ids, parse_amounts
 from handlers.flow import FlowInput, HandlerResult
-from handlers.identity import identify
+from handlers.identity import AWAITING_CODE, IdentityGate
 from handlers.observation import Observation, fail
 from handlers.services.cases import Action
 from handlers.services.refunds import (
@@ -54,10 +56,12 @@ def _distinct_amounts(flow: FlowInput) -> list[Amount]:
 
 
 class RefundHandler:
-    def __init__(self, store: Store, refunds: RefundService, *, today: date) -> None:
+    def __init__(self, store: Store, refunds: RefundService, *, today: date,
+                 identity: IdentityGate | None = None) -> None:
         self._store = store
         self._refunds = refunds
         self._today = today
+        self._identity = identity or IdentityGate(store)
 
     def handle(self, flow: FlowInput) -> HandlerResult:
         actions: list[Action] = []
@@ -68,10 +72,15 @@ class RefundHandler:
             return HandlerResult(status=status, actions=actions,  # type: ignore[arg-type]
                                  account_id=account_id, awaiting=awaiting)
 
-        account, who = identify(self._store, flow)
+        account, who = self._identity.identify(flow)
         if account is None:
             return done(who, status="awaiting_customer", awaiting=True, name="identity.lookup")
         actions.append(Action("identity.lookup", who))
+        unverified = self._identity.before_write(flow, account, who)
+        if unverified is not None:
+            waits = unverified.code in AWAITING_CODE
+            return done(unverified, status="awaiting_customer" if waits else "resolved",
+                        awaiting=waits, account_id=account.id, name="identity.verify")
         writable = check_can_write(account, what="refunds")
         if not writable.ok:
             return done(writable, account_id=account.id, name="policy.account")

@@ -38,6 +38,32 @@ TEMPLATES: dict[str, str] = {
     "account_suspended": "Your account is suspended, so I can't make any changes to it "
                          "({what}). Nothing has been changed; our accounts team can help "
                          "you reinstate it.",
+    "identity_mismatch": "This conversation belongs to a different customer account, so I "
+                         "can't act for another account here. Nothing has been changed. "
+                         "Please start a new conversation for that account.",
+    "identity_unverified": "I can't confirm that this is your account from here, so I "
+                           "can't make changes. Nothing has been changed; please contact "
+                           "us while signed in to your account.",
+    "verification_code_sent": "To protect your account, I've sent a one-time code to the "
+                              "e-mail address on the account. Please reply here with just "
+                              "the 6-digit code; it is valid for {ttl_minutes} minutes. "
+                              "Nothing has been changed yet.",
+    "verification_code_pending": "I've sent a one-time code to the e-mail address on the "
+                                 "account. Please reply here with just the 6-digit code "
+                                 "(valid for about {ttl_minutes} more minutes). Nothing has "
+                                 "been changed yet.",
+    "verification_code_wrong": "That code isn't right. Please check the e-mail and reply "
+                               "with the 6-digit code ({attempts_left} attempts left). "
+                               "Nothing has been changed.",
+    "verification_code_expired": "That code has expired.",
+    "verification_locked": "That was too many incorrect codes, so I can't confirm your "
+                           "identity in this conversation. Nothing has been changed. Please "
+                           "start a new conversation to try again.",
+    "verification_limit": "I can't send another code right now. Nothing has been changed; "
+                          "please try again in an hour.",
+    "verification_unavailable": "I couldn't send a verification code just now. Nothing has "
+                                "been changed; please try again in a few minutes.",
+    "identity_verified": "Thank you, your code is confirmed.",
     # refunds: questions
     "order_missing": "Which order is this about? Please send the order number (it looks "
                      "like O-1234). Nothing has been refunded yet.",

@@ -108,6 +108,13 @@ class Settings(BaseSettings):
     fallback_model: str | None = None
     fallback_max_tokens: int = Field(default=512, ge=16, le=8192)
 
+    # Identity (handlers/identity.py, handlers/services/verification.py): an e-mail only
+    # claimed in a message is verified with a one-time code, sent to the address on file,
+    # before any write; a code expires after this long and a case locks after this many
+    # wrong ones. A `customer` the calling system sends is verified by definition.
+    verification_code_ttl_s: float = Field(default=600.0, ge=60, le=3600)
+    verification_max_attempts: int = Field(default=5, ge=1, le=10)
+
     # An online experiment (JSON in SUPPORT_ROUTER_EXPERIMENT; see router/routing/experiments.py):
     # {"name", "salt", "variants": [{name, backend, model, policy, weight}], "shadows": [...],
     #  "planned_requests"}. None: every request goes to the configured backend.

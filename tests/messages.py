@@ -3,7 +3,13 @@
 - TEAPOT: a refund the policy issues at once ($48.00 for order O-1001).
 - WHEELS: a refund over the $200 limit, held for a supervisor (order O-2002).
 - COMPLAINT: nothing a handler or the FAQ can answer: handed off to a person.
+
+An e-mail in the text is only a claim; a test that means the message to act on the
+account sends ANA / BEN as the request's authenticated `customer` too.
 """
+
+ANA = "ana.novak@example.com"
+BEN = "ben.ortiz@example.com"
 
 TEAPOT = (
     "Hi, this is ana.novak@example.com. My ceramic teapot (order O-1001) arrived broken. "

@@ -5,8 +5,9 @@
 The agent is `langchain.agents.create_agent` with
 
 - read-only tools only: `policy_lookup` (a FAQ section by id or topic), `faq_search`,
-  `order_status` (orders on the identified customer's own account; anything else reads
-  "not found on this account", so other customers' orders stay invisible) and
+  `order_status` (orders on the verified customer's own account; anything else reads
+  "not found on this account", so other customers' orders stay invisible; an identity
+  only claimed in the text counts as no customer) and
   `hand_off` (ends the run; a person takes the case). No tool writes to the store.
 - LangChain's own harness middleware: `ModelCallLimitMiddleware` (per run),
   `ToolCallLimitMiddleware` (one per tool, per run), `ToolRetryMiddleware` and
@@ -57,7 +58,7 @@ from sqlalchemy.engine import URL
 from handlers.fallback.output_check import check_output
 from handlers.fallback.responder import FaqModel, handoff
 from handlers.flow import FlowInput, HandlerResult
-from handlers.identity import identify
+from handlers.identity import identify, is_verified
 from handlers.observation import fail, success
 from handlers.services.cases import Action
 from handlers.services.store import Account, Store
@@ -282,7 +283,9 @@ class AgentFallback:
                             checkpointer=self.checkpointer)
 
     def handle(self, flow: FlowInput) -> HandlerResult:
-        account, _ = identify(self.store, flow)
+        account, identity = identify(self.store, flow)
+        if not is_verified(identity):
+            account = None  # a claimed identity reads no orders: the tools see no customer
         recorder = _Recorder()
         agent = self._agent(account, recorder)
         config = {"configurable": {"thread_id": f"case:{flow.case_id}"}}

@@ -1,18 +1,31 @@
 """The human queue: cases handed off to people, and a person's reply to one.
 
-A case is in the queue while its status is `handed_off`. An agent's reply is added to
-the case as a message from `agent` (the customer reads it as is), recorded as an
-`handoff.agent_reply` action, and resolves the case; a later customer message is routed
-again like any other. Bad input (an empty or over-long text, an agent name with control
-characters, an unknown case, a case not in the queue) is refused before anything is
-written.
+A case is in the queue while its status is `handed_off`. The queue is read a page at a
+time, oldest first (by the case's last update, then id): `list_handoffs` returns at most
+`limit` rows (default 50, at most 200) and an opaque `next_cursor` to pass back for the
+following page (None on the last one), plus how many cases wait in all. `older_than_s`
+keeps only cases waiting at least that long.
+
+An agent's reply is added to the case as a message from `agent` (the customer reads it
+as is), recorded as an `handoff.agent_reply` action, and resolves the case; a later
+customer message is routed again like any other. Exactly one reply resolves a case:
+the write is conditional on the case still being `handed_off` (`CaseBook.record_if_status`),
+so of several agents replying at once — in one process or several — one wins and the
+others get `not_handed_off` (409), as a reply to an already answered case does. The
+action records who replied: `principal` is the authenticated caller, `agent` the name
+they gave, for display only. Bad input (an empty or over-long text, a name with control
+characters, an unknown case, a case not in the queue, a malformed cursor) is refused
+before anything is written.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 import re
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from handlers.observation import success
@@ -21,6 +34,8 @@ from router.errors import Conflict, InvalidInput, NotFound
 
 MAX_AGENT_CHARS = 64
 MAX_REPLY_CHARS = 4000
+DEFAULT_PAGE_SIZE = 50
+MAX_PAGE_SIZE = 200
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
@@ -28,35 +43,84 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 class HandoffOutcome:
     case_id: str
     agent: str
+    """The display name the agent gave."""
+    principal: str
+    """Who the audit trail records as having replied (the authenticated caller)."""
     reply: str
     case_status: str
 
 
-def _last(messages: list[dict[str, Any]], role: str) -> str | None:
-    texts = [m["text"] for m in messages if m["role"] == role]
-    return texts[-1] if texts else None
+@dataclass(frozen=True)
+class HandoffPage:
+    items: list[dict[str, Any]]
+    next_cursor: str | None
+    total: int
+    """Cases in the queue that match the filters, on every page."""
 
 
-def list_handoffs(cases: CaseBook) -> list[dict[str, Any]]:
-    """The open queue, oldest first, with the customer's last message and the reason."""
-    rows = []
-    for case in cases.with_status("handed_off"):
-        view = cases.view(case.id) or {"messages": [], "actions": []}
-        handoffs = [a for a in view["actions"] if a["name"] == "handoff.human_queue"]
-        reason = handoffs[-1].get("artifacts", {}).get("reason") if handoffs else None
-        summary = handoffs[-1].get("summary") if handoffs else None
-        rows.append({"case_id": case.id, "customer_id": case.customer_id,
-                     "since": case.updated_at, "reason": reason, "summary": summary,
-                     "last_customer_message": _last(view["messages"], "customer")})
-    return rows
+def _cursor(at: datetime, case_id: str) -> str:
+    raw = json.dumps([at.isoformat(), case_id], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _parse_cursor(cursor: str) -> tuple[datetime, str]:
+    """The (updated_at, case id) key a cursor stands for; `invalid_cursor` if it is not one."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        at, case_id = json.loads(raw)
+        if not isinstance(at, str) or not isinstance(case_id, str):
+            raise TypeError("cursor fields")
+        return datetime.fromisoformat(at), case_id
+    except (binascii.Error, UnicodeDecodeError, ValueError, TypeError) as exc:
+        raise InvalidInput("cursor is not one this queue returned (pass `next_cursor` "
+                           "as it came)", code="invalid_cursor") from exc
+
+
+def list_handoffs(cases: CaseBook, *, limit: int = DEFAULT_PAGE_SIZE,
+                  cursor: str | None = None, older_than_s: float | None = None,
+                  ) -> HandoffPage:
+    """One page of the open queue, oldest first, with each case's last customer message
+    and the reason it was handed off."""
+    if not 1 <= limit <= MAX_PAGE_SIZE:
+        raise InvalidInput(f"limit must be 1–{MAX_PAGE_SIZE}, not {limit}",
+                           code="invalid_limit")
+    if older_than_s is not None and older_than_s < 0:
+        raise InvalidInput(f"older_than_s must be ≥ 0, not {older_than_s}",
+                           code="invalid_older_than")
+    after = _parse_cursor(cursor) if cursor else None
+    before = cases.now() - timedelta(seconds=older_than_s) if older_than_s is not None \
+        else None
+    rows = cases.page("handed_off", limit=limit + 1, after=after, updated_before=before)
+    more, rows = len(rows) > limit, rows[:limit]
+    ids = [case.id for case in rows]
+    last_texts = cases.last_messages(ids, role="customer")
+    handoffs = cases.last_actions(ids, name="handoff.human_queue")
+    items = []
+    for case in rows:
+        handoff = handoffs.get(case.id, {})
+        items.append({"case_id": case.id, "customer_id": case.customer_id,
+                      "since": case.updated_at,
+                      "reason": handoff.get("artifacts", {}).get("reason"),
+                      "summary": handoff.get("summary"),
+                      "last_customer_message": last_texts.get(case.id)})
+    next_cursor = _cursor(rows[-1].updated_at, rows[-1].id) if more else None
+    return HandoffPage(items=items, next_cursor=next_cursor,
+                       total=cases.count("handed_off", updated_before=before))
+
+
+def check_display_name(name: str, *, code: str) -> str:
+    """A person's name as typed, stripped; `InvalidInput(code)` if empty, too long or
+    holding control characters (pure)."""
+    name = name.strip()
+    if not name or len(name) > MAX_AGENT_CHARS or _CONTROL.search(name):
+        raise InvalidInput(f"a name must be 1–{MAX_AGENT_CHARS} printable characters, "
+                           f"not {name!r}", code=code)
+    return name
 
 
 def check_reply(agent: str, text: str) -> tuple[str, str]:
     """The agent's name and reply, stripped; `InvalidInput` names what is wrong (pure)."""
-    agent, text = agent.strip(), text.strip()
-    if not agent or len(agent) > MAX_AGENT_CHARS or _CONTROL.search(agent):
-        raise InvalidInput(f"agent must be 1–{MAX_AGENT_CHARS} printable characters, "
-                           f"not {agent!r}", code="invalid_agent")
+    agent, text = check_display_name(agent, code="invalid_agent"), text.strip()
     if not text:
         raise InvalidInput("the reply text is empty", code="empty_text")
     if len(text) > MAX_REPLY_CHARS:
@@ -68,21 +132,29 @@ def check_reply(agent: str, text: str) -> tuple[str, str]:
     return agent, text
 
 
+def _not_waiting(case_id: str, status: str) -> Conflict:
+    return Conflict(f"case {case_id!r} is {status}, not waiting for a person",
+                    code="not_handed_off")
+
+
 def reply_to_handoff(cases: CaseBook, case_id: str, *, agent: str, text: str,
-                     now: datetime | None = None) -> HandoffOutcome:
-    """Add a person's reply to a handed-off case and resolve it; nothing else changes."""
+                     principal: str, now: datetime | None = None) -> HandoffOutcome:
+    """Add a person's reply to a handed-off case and resolve it, exactly once."""
     agent, text = check_reply(agent, text)
     case = cases.get(case_id)
     if case is None:
         raise NotFound(f"no case {case_id!r}", code="unknown_case")
     if case.status != "handed_off":
-        raise Conflict(f"case {case_id!r} is {case.status}, not waiting for a person",
-                       code="not_handed_off")
-    obs = success("agent_replied", f"{agent} replied to the customer", agent=agent,
-                  at=now.isoformat() if now else None)
-    cases.record(case_id, Turn(
+        raise _not_waiting(case_id, case.status)
+    obs = success("agent_replied", f"{principal} replied (as {agent!r})",
+                  principal=principal, agent=agent, at=now.isoformat() if now else None)
+    written = cases.record_if_status(case_id, Turn(
         request_id=None, customer_text=None, decision=None,
         actions=[Action("handoff.agent_reply", obs)], reply=text, status="resolved",
         flow=None, customer_id=case.customer_id, reply_role="agent",
-    ))
-    return HandoffOutcome(case_id=case_id, agent=agent, reply=text, case_status="resolved")
+    ), status="handed_off")
+    if not written:  # another reply resolved it between the read above and this write
+        now_case = cases.get(case_id)
+        raise _not_waiting(case_id, now_case.status if now_case else "gone")
+    return HandoffOutcome(case_id=case_id, agent=agent, principal=principal, reply=text,
+                          case_status="resolved")

@@ -4,11 +4,12 @@ Used when no chat model is configured (the offline default). Deterministic and
 read-only — it never writes to the shop:
 
 1. A message naming orders (O-1234) is about those orders. When the customer is
-   identified (authenticated, by an e-mail on their account, or earlier on the case)
-   and every named order is on their account, the reply states each order's status
-   from the store. Otherwise — unknown customer, an order that isn't theirs, an order
-   that doesn't exist — the message goes to a person, and the reply says nothing about
-   any order (it cannot tell "not yours" from "does not exist").
+   verified (authenticated by the calling system, or proven on the case) and every
+   named order is on their account, the reply states each order's status from the
+   store. Otherwise — unknown customer, an identity only claimed in the text, an order
+   that isn't theirs, an order that doesn't exist — the message goes to a person, and
+   the reply says nothing about any order (it cannot tell "not yours" from "does not
+   exist").
 2. Otherwise the FAQ: the best section by TF-IDF similarity answers when its score
    reaches the threshold chosen on the labelled questions (`handlers.fallback.faq`).
 3. Otherwise the human queue: the case is `handed_off` and the customer is told that a
@@ -34,7 +35,7 @@ from handlers.fallback.faq import (
     load_sections,
 )
 from handlers.flow import FlowInput, HandlerResult
-from handlers.identity import identify
+from handlers.identity import identify, is_verified
 from handlers.observation import Observation, success
 from handlers.services.cases import Action
 from handlers.services.store import Order, Store
@@ -106,6 +107,9 @@ class Responder:
         if account is None:
             return handoff("customer_unknown", "order question from an unidentified "
                            "customer", order_ids=order_ids)
+        if not is_verified(identity):
+            return handoff("customer_unverified", "order question from a customer whose "
+                           "identity is only claimed", order_ids=order_ids)
         orders = [self.store.order(order_id) for order_id in order_ids]
         if any(o is None or o.account_id != account.id for o in orders):
             # Not found and not theirs look the same to the customer: nothing is revealed.

@@ -10,6 +10,17 @@ Statuses: `resolved | awaiting_customer | awaiting_approval | handed_off`. A cas
 `flow` is the route (`refund`/`account`) whose question the customer is expected to
 answer; the gateway passes it to the router's code rules, so the answer continues that
 flow. `context` holds the facts the flow gathered (account, order, partial address).
+
+A case's customer never changes once set: the first turn that names one binds the case
+to it (`customer_id`), and every later write keeps it, whatever a later turn says, in the
+SQL itself (`coalesce`), so two racing writers cannot rebind a case either.
+`customer_verified_by` says how that customer was proven: `channel` (the calling system
+authenticated them), `code` (a one-time code, `handlers.services.verification`) or
+NULL (only claimed in the customer's own text: no writes until verified).
+
+Conditional turns (`record_if_status`) update the case only while it is in a given
+status and check the row count, so of several callers racing to move a case out of that
+status exactly one wins (the human queue's replies).
 """
 
 from __future__ import annotations
@@ -27,16 +38,21 @@ from sqlalchemy import (
     DateTime,
     Engine,
     ForeignKey,
+    Index,
     Integer,
     MetaData,
     String,
     Table,
     Text,
+    and_,
     bindparam,
+    func,
     insert,
+    or_,
     select,
     update,
 )
+from sqlalchemy import case as sql_case
 
 from handlers.observation import Observation
 
@@ -56,6 +72,9 @@ cases = Table(
     Column("context", Text, nullable=False, default="{}"),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
+    Column("customer_verified_by", String(16)),  # channel | code | NULL: claimed only
+    # The human queue pages through one status in this order.
+    Index("ix_cases_status_updated_at", "status", "updated_at", "id"),
 )
 
 case_messages = Table(
@@ -105,6 +124,12 @@ class CaseRow:
     context: dict[str, Any]
     created_at: datetime
     updated_at: datetime
+    customer_verified_by: str | None = None
+    """`channel` or `code` when the case's customer is proven; None when only claimed."""
+
+    @property
+    def customer_verified(self) -> bool:
+        return self.customer_id is not None and self.customer_verified_by is not None
 
 
 @dataclass(frozen=True)
@@ -122,6 +147,21 @@ class Turn:
     context: dict[str, Any] = field(default_factory=dict)
     reply_role: str = "desk"
     """Who wrote `reply`: `desk` (templates) or `agent` (a person from the human queue)."""
+    customer_verified_by: str | None = None
+    """`channel` when the calling system authenticated `customer_id` on this turn."""
+
+
+def _bind_customer(customer_id: str, verified_by: str | None) -> dict[str, Any]:
+    """SET clauses that bind an unbound case to `customer_id` and never rebind a bound one;
+    `verified_by` marks the customer proven only when it is the case's customer."""
+    c = cases.c
+    values: dict[str, Any] = {"customer_id": func.coalesce(c.customer_id, customer_id)}
+    if verified_by is not None:
+        same = or_(c.customer_id.is_(None), c.customer_id == customer_id)
+        values["customer_verified_by"] = sql_case(
+            (same, func.coalesce(c.customer_verified_by, verified_by)),
+            else_=c.customer_verified_by)
+    return values
 
 
 def new_case_id() -> str:
@@ -129,9 +169,7 @@ def new_case_id() -> str:
 
 
 _INSERT_CASE = insert(cases)
-# The key `case_id` is not a column of `cases`, so it binds the WHERE; the other keys of
-# the parameters become the SET clause.
-_UPDATE_CASE = update(cases).where(cases.c.id == bindparam("case_id"))
+_CASE_EXISTS = select(cases.c.id).where(cases.c.id == bindparam("case_id"))
 _INSERT_MESSAGE = insert(case_messages)
 _INSERT_ACTION = insert(case_actions)
 
@@ -140,7 +178,8 @@ def _case(row: Any) -> CaseRow:
     m = row._mapping
     return CaseRow(id=m["id"], status=m["status"], flow=m["flow"],
                    customer_id=m["customer_id"], context=json.loads(m["context"] or "{}"),
-                   created_at=m["created_at"], updated_at=m["updated_at"])
+                   created_at=m["created_at"], updated_at=m["updated_at"],
+                   customer_verified_by=m["customer_verified_by"])
 
 
 class CaseBook:
@@ -157,16 +196,73 @@ class CaseBook:
             row = conn.execute(select(cases).where(cases.c.id == case_id)).first()
         return _case(row) if row else None
 
-    def with_status(self, status: str) -> list[CaseRow]:
-        """Cases in one status, oldest update first (the human queue reads `handed_off`)."""
-        query = select(cases).where(cases.c.status == status).order_by(cases.c.updated_at)
+    def now(self) -> datetime:
+        """The book's clock (the one it stamps `updated_at` with)."""
+        return self._now()
+
+    def page(self, status: str, *, limit: int, after: tuple[datetime, str] | None = None,
+             updated_before: datetime | None = None) -> list[CaseRow]:
+        """Up to `limit` cases in one status, by (`updated_at`, `id`), after a key.
+
+        Keyset paging: the next page starts after the last row's key, so a page costs the
+        same however deep in the queue it is, and rows leaving the status meanwhile do
+        not shift later pages.
+        """
+        c = cases.c
+        query = select(cases).where(c.status == status)
+        if updated_before is not None:
+            query = query.where(c.updated_at <= updated_before)
+        if after is not None:
+            at, case_id = after
+            query = query.where(or_(c.updated_at > at,
+                                    and_(c.updated_at == at, c.id > case_id)))
+        query = query.order_by(c.updated_at, c.id).limit(limit)
         with self._engine.connect() as conn:
             return [_case(row) for row in conn.execute(query)]
+
+    def count(self, status: str, *, updated_before: datetime | None = None) -> int:
+        query = select(func.count()).select_from(cases).where(cases.c.status == status)
+        if updated_before is not None:
+            query = query.where(cases.c.updated_at <= updated_before)
+        with self._engine.connect() as conn:
+            return int(conn.execute(query).scalar_one())
+
+    def last_messages(self, case_ids: Sequence[str], *, role: str) -> dict[str, str]:
+        """The newest message from `role` on each of these cases, in one query."""
+        if not case_ids:
+            return {}
+        m = case_messages.c
+        newest = (select(func.max(m.id)).where(m.case_id.in_(case_ids), m.role == role)
+                  .group_by(m.case_id))
+        with self._engine.connect() as conn:
+            rows = conn.execute(select(m.case_id, m.text).where(m.id.in_(newest)))
+            return {case_id: text for case_id, text in rows}
+
+    def last_actions(self, case_ids: Sequence[str], *, name: str) -> dict[str, dict[str, Any]]:
+        """The newest `name` action's observation on each of these cases."""
+        if not case_ids:
+            return {}
+        a = case_actions.c
+        newest = (select(func.max(a.id)).where(a.case_id.in_(case_ids), a.name == name)
+                  .group_by(a.case_id))
+        with self._engine.connect() as conn:
+            rows = conn.execute(select(a.case_id, a.observation).where(a.id.in_(newest)))
+            return {case_id: json.loads(observation) for case_id, observation in rows}
 
     def record(self, case_id: str, turn: Turn) -> None:
         """Write one turn: the customer's message, the actions, the reply, the new status."""
         with self._engine.begin() as conn:
             self._write(conn, case_id, turn)
+
+    def record_if_status(self, case_id: str, turn: Turn, *, status: str) -> bool:
+        """Write `turn` only if the case is in `status` when the write happens; True if so.
+
+        The status test is part of the UPDATE (`… WHERE id = :id AND status = :status`)
+        and the row count decides: a second writer waits for the first one's row lock
+        (PostgreSQL) or write lock (SQLite), then matches no row, and writes nothing.
+        """
+        with self._engine.begin() as conn:
+            return self._write(conn, case_id, turn, expect_status=status)
 
     def record_once(self, case_id: str, turn: Turn, *, action: str, key: str,
                     value: str) -> bool:
@@ -191,19 +287,35 @@ class CaseBook:
             self._write(conn, case_id, turn)
         return True
 
-    def _write(self, conn: Connection, case_id: str, turn: Turn) -> None:
-        """The turn's rows, in the caller's transaction: one statement per table.
+    def _write(self, conn: Connection, case_id: str, turn: Turn, *,
+               expect_status: str | None = None) -> bool:
+        """The turn's rows, in the caller's transaction; False (nothing written) when
+        `expect_status` is given and the case is not in it.
 
-        The statements are built once (module constants) and take their values as bound
-        parameters: building `insert(...).values(...)` per call cost more CPU than the
-        database work of the whole turn.
+        Messages and actions go in one statement per table, built once (module constants)
+        with their values as bound parameters: building `insert(...).values(...)` per row
+        cost more CPU than the database work of the whole turn.
         """
         now = self._now()
-        case_values = {"status": turn.status, "flow": turn.flow,
-                       "customer_id": turn.customer_id,
-                       "context": json.dumps(turn.context, default=str), "updated_at": now}
-        if conn.execute(_UPDATE_CASE, {"case_id": case_id, **case_values}).rowcount == 0:
-            conn.execute(_INSERT_CASE, {"id": case_id, "created_at": now, **case_values})
+        values: dict[str, Any] = {"status": turn.status, "flow": turn.flow,
+                                  "context": json.dumps(turn.context, default=str),
+                                  "updated_at": now}
+        exists = conn.execute(_CASE_EXISTS, {"case_id": case_id}).first()
+        if exists is None:
+            if expect_status is not None:
+                return False
+            verified = turn.customer_verified_by if turn.customer_id else None
+            conn.execute(_INSERT_CASE, {"id": case_id, "created_at": now,
+                                        "customer_id": turn.customer_id,
+                                        "customer_verified_by": verified, **values})
+        else:
+            if turn.customer_id is not None:
+                values.update(_bind_customer(turn.customer_id, turn.customer_verified_by))
+            statement = update(cases).where(cases.c.id == case_id)
+            if expect_status is not None:
+                statement = statement.where(cases.c.status == expect_status)
+            if conn.execute(statement.values(**values)).rowcount == 0:
+                return False
         messages = []
         if turn.customer_text is not None:
             messages.append({
@@ -222,6 +334,7 @@ class CaseBook:
                          "text": turn.reply, "request_id": turn.request_id,
                          "status": turn.status, "decision": None})
         conn.execute(_INSERT_MESSAGE, messages)
+        return True
 
     def view(self, case_id: str) -> dict[str, Any] | None:
         """The case with its messages, the router's decisions and the actions taken."""
@@ -241,6 +354,7 @@ class CaseBook:
             "status": case.status,
             "flow": case.flow,
             "customer_id": case.customer_id,
+            "customer_verified_by": case.customer_verified_by,
             "created_at": case.created_at,
             "updated_at": case.updated_at,
             "messages": [

@@ -172,7 +172,9 @@ def open_desk(settings: Settings, engine: Engine) -> SupportDesk:
         engine, fixture_path=settings.store_fixture, today=settings.today,
         fallback_model=settings.fallback_model,
         fallback_max_tokens=settings.fallback_max_tokens,
-        checkpoint_path=settings.var_dir / "agent-checkpoints.sqlite")
+        checkpoint_path=settings.var_dir / "agent-checkpoints.sqlite",
+        verification_ttl_s=settings.verification_code_ttl_s,
+        verification_max_attempts=settings.verification_max_attempts)
 
 
 def build_services(settings: Settings) -> Services:

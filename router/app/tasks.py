@@ -11,6 +11,18 @@ A task file is JSONL, one task per line::
   are sent in order on one case (the first opens it, the rest carry its `case_id`), to
   check the continuation of a case, e.g. an answer to a clarifying question.
 - `customer` (optional) is sent as the request's authenticated customer.
+- `sender` (optional, `verified` | `claimed`; the run's `sender` option otherwise, which
+  defaults to `verified`): who vouches for the e-mail address in a message. The runner
+  plays the channel the gateway sits behind. `verified` is a mail system that
+  authenticated the From address: the first e-mail in a message that is on an account is
+  sent as that message's authenticated `customer` (an address on no account is sent as
+  none, so the text's claim meets the gateway as it is). `claimed` is an anonymous chat:
+  no `customer` is sent, the e-mail is only claimed, and any write waits for the one-time
+  code sent to the address on file. The gateway itself never does the former: only the
+  caller's `customer` field is trusted.
+- `{code}` / `{wrong_code}` in a message are replaced by the last one-time code sent on
+  the task's case (read from the outbox) / a code that is certainly not it.
+- `codes_sent` (optional): how many one-time codes the case must have been sent.
 - `approval`: after the messages, a supervisor decides the case's held refund.
 - `fault: lost_response`: the refund service's next refund-issuing call commits and then
   loses its answer once; the task also fails if the fault never fired while a refund
@@ -45,7 +57,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from handlers.extract import find_emails
+from handlers.services.notifier import OutboxNotifier
 from handlers.services.store import BUSINESS_TABLES, snapshot
+from handlers.services.verification import code_in_notification
 from router.app.bootstrap import build_services
 from router.app.conversation import IncomingMessage
 from router.app.services import Services
@@ -57,6 +72,7 @@ _EXPECT_KEYS = frozenset({"refunds", "addresses", "preferences"})
 _STATUSES = frozenset({"resolved", "awaiting_customer", "awaiting_approval", "handed_off"})
 _ROUTES = frozenset({"refund", "account", "other", "clarify"})
 _ADDRESS_FIELDS = ("id", "line1", "city", "postal_code", "country")
+SENDERS = ("verified", "claimed")
 
 
 @dataclass(frozen=True)
@@ -69,6 +85,8 @@ class Task:
     status: str | None = None
     customer: str | None = None
     routes: list[str | None] = field(default_factory=list)
+    sender: str | None = None
+    codes_sent: int | None = None
 
     def expected_route(self, index: int) -> str | None:
         return self.routes[index] if index < len(self.routes) else None
@@ -121,6 +139,13 @@ def parse_task(raw: Mapping[str, Any], *, where: str) -> Task:
     if raw.get("status") not in (None, *_STATUSES):
         raise InvalidInput(f"{where}: status must be one of {sorted(_STATUSES)}",
                            code="invalid_task")
+    if raw.get("sender") not in (None, *SENDERS):
+        raise InvalidInput(f"{where}: sender must be one of {list(SENDERS)}",
+                           code="invalid_task")
+    codes_sent = raw.get("codes_sent")
+    if codes_sent is not None and (not isinstance(codes_sent, int) or codes_sent < 0):
+        raise InvalidInput(f"{where}: codes_sent must be a whole number",
+                           code="invalid_task")
     route = raw.get("route")
     routes = [route] * len(messages) if isinstance(route, str) or route is None else route
     if len(routes) != len(messages) or not set(routes) <= {None, *_ROUTES}:
@@ -128,7 +153,8 @@ def parse_task(raw: Mapping[str, Any], *, where: str) -> Task:
                            "them, one per message", code="invalid_task")
     return Task(id=str(raw["id"]), messages=list(messages), approval=raw.get("approval"),
                 fault=raw.get("fault"), expect=expect, status=raw.get("status"),
-                customer=raw.get("customer"), routes=list(routes))
+                customer=raw.get("customer"), routes=list(routes), sender=raw.get("sender"),
+                codes_sent=codes_sent)
 
 
 def load_tasks(path: Path) -> list[Task]:
@@ -201,15 +227,49 @@ def _error(exc: SupportRouterError) -> str:
     return f"{exc.status_code} {exc.code}: {exc.message}"
 
 
+def _verified_sender(services: Services, text: str) -> str | None:
+    """The From address a mail system would have authenticated: the first e-mail in the
+    message that is on an account."""
+    for email in find_emails(text):
+        if services.desk.store.account_by_email(email) is not None:
+            return email
+    return None
+
+
+def _codes(services: Services, case_id: str | None) -> list[str]:
+    """The one-time codes sent on a case, oldest first (read from the outbox)."""
+    if case_id is None:
+        return []
+    sent = OutboxNotifier(services.engine).messages(case_id=case_id)
+    codes = [code_in_notification(m["body"]) for m in sent if m["kind"] == "verification_code"]
+    return [c for c in codes if c]
+
+
+def _fill_codes(services: Services, text: str, case_id: str | None) -> str | None:
+    """`text` with `{code}` / `{wrong_code}` filled in; None when no code was sent."""
+    if "{code}" not in text and "{wrong_code}" not in text:
+        return text
+    codes = _codes(services, case_id)
+    if not codes:
+        return None
+    wrong = f"{(int(codes[-1]) + 1) % 1_000_000:06d}"
+    return text.replace("{code}", codes[-1]).replace("{wrong_code}", wrong)
+
+
 def _drive(services: Services, task: Task, result: dict[str, Any], *,
-           route_hints: bool) -> str | None:
+           route_hints: bool, sender: str) -> str | None:
     """Send the task's messages and the supervisor's decision; a failure reason or None."""
     case_id = None
-    for index, text in enumerate(task.messages):
+    for index, template in enumerate(task.messages):
+        text = _fill_codes(services, template, case_id)
+        if text is None:
+            return f"message {index + 1} needs a code, but none was sent on the case"
         hint = task.expected_route(index)
         kind = hint if route_hints and hint in ("refund", "account", "other") else None
-        message = IncomingMessage(text=text, case_id=case_id, customer=task.customer,
-                                  kind=kind)
+        customer = task.customer
+        if customer is None and (task.sender or sender) == "verified":
+            customer = _verified_sender(services, text)
+        message = IncomingMessage(text=text, case_id=case_id, customer=customer, kind=kind)
         try:
             outcome = services.conversation.reply(message)
         except SupportRouterError as exc:
@@ -219,6 +279,9 @@ def _drive(services: Services, task: Task, result: dict[str, Any], *,
         result.update(route=outcome.route, status=outcome.status, reply=outcome.reply)
     if task.status and result["status"] != task.status:
         return f"status {result['status']!r}, expected {task.status!r}"
+    sent = len(_codes(services, case_id))
+    if task.codes_sent is not None and sent != task.codes_sent:
+        return f"{sent} one-time codes sent, expected {task.codes_sent}"
     if task.approval:
         held = services.desk.list_approvals("held")
         ops = [row["operation"] for row in held if row["case_id"] == case_id]
@@ -239,8 +302,12 @@ def _misrouted(task: Task, routes: list[str]) -> str | None:
     return f"misrouted ({'; '.join(wrong)})" if wrong else None
 
 
-def run_task(task: Task, *, settings: Settings, route_hints: bool = False) -> TaskResult:
+def run_task(task: Task, *, settings: Settings, route_hints: bool = False,
+             sender: str = "verified") -> TaskResult:
     """Run one task on a fresh store through the conversation use case (module docstring)."""
+    if sender not in SENDERS:
+        raise InvalidInput(f"sender must be one of {list(SENDERS)}, not {sender!r}",
+                           code="invalid_sender")
     result: dict[str, Any] = {"route": None, "status": None, "reply": None, "routes": []}
     with tempfile.TemporaryDirectory(prefix="support-task-") as tmp:
         task_settings = settings.model_copy(update={
@@ -252,7 +319,7 @@ def run_task(task: Task, *, settings: Settings, route_hints: bool = False) -> Ta
             faults = services.desk.refunds.faults
             if task.fault:
                 faults.arm(task.fault)
-            reason = _drive(services, task, result, route_hints=route_hints)
+            reason = _drive(services, task, result, route_hints=route_hints, sender=sender)
             after = snapshot(services.engine)
             if reason is None:
                 reason = compare_store(task.expect, before, after)
@@ -268,9 +335,10 @@ def run_task(task: Task, *, settings: Settings, route_hints: bool = False) -> Ta
     )
 
 
-def run_suite(path: Path, *, settings: Settings, route_hints: bool = False) -> SuiteReport:
+def run_suite(path: Path, *, settings: Settings, route_hints: bool = False,
+              sender: str = "verified") -> SuiteReport:
     tasks = load_tasks(path)
-    return SuiteReport([run_task(t, settings=settings, route_hints=route_hints)
+    return SuiteReport([run_task(t, settings=settings, route_hints=route_hints, sender=sender)
                         for t in tasks])
 
 

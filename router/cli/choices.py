@@ -33,6 +33,14 @@ ApprovalFilter = Literal["held", "approved", "rejected", "all"]
 SupervisorDecision = Literal["approve", "reject"]
 """`handlers.services.refunds.SupervisorDecision`."""
 
+Sender = Literal["verified", "claimed"]
+"""`router.app.tasks.SENDERS`: how the task runner's channel vouches for a sender."""
+
+HANDOFF_PAGE_SIZE = 50
+"""`handlers.fallback.handoffs.DEFAULT_PAGE_SIZE`."""
+HANDOFF_MAX_PAGE_SIZE = 200
+"""`handlers.fallback.handoffs.MAX_PAGE_SIZE`."""
+
 class Role(StrEnum):
     """`router.access.Role`; an Enum because Typer takes a repeated option of Enum members,
     not of `Literal` values."""

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from router.cli.boundary import command_group
-from router.cli.choices import ApprovalFilter, SupervisorDecision
+from router.cli.choices import ApprovalFilter, Sender, SupervisorDecision
 
 if TYPE_CHECKING:
     from handlers.desk import SupportDesk
@@ -81,6 +81,10 @@ def run(
     suite: Annotated[Path | None, typer.Option(
         help="Task file (JSONL; default: datasets/tasks/support16.jsonl).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    sender: Annotated[Sender, typer.Option(help=(
+        "Who vouches for the e-mail in a message: `verified` (the runner plays a mail "
+        "system that authenticated the sender) or `claimed` (an anonymous chat: writes "
+        "wait for a one-time code). A task's own `sender` wins."))] = "verified",
 ) -> None:
     """Run each task on a fresh store through the conversation; exit 0 only if all pass."""
     from router.app.tasks import format_report, run_suite
@@ -88,6 +92,6 @@ def run(
     from router.settings import get_settings
 
     suite = suite or data_path("tasks", "support16.jsonl")
-    report = run_suite(suite, settings=get_settings())
+    report = run_suite(suite, settings=get_settings(), sender=sender)
     typer.echo(json.dumps(report.as_dict(), indent=2) if as_json else format_report(report))
     raise typer.Exit(0 if report.failed == 0 else 1)

@@ -22,6 +22,20 @@ async def get_services(request: Request) -> Services:
 ServicesDep = Annotated[Services, Depends(get_services)]
 
 
+async def get_principal(request: Request) -> str:
+    """Who the request is from, as `require_role` authenticated it: the API key's name, or
+    `anonymous@loopback` in open mode. Routes that record an actor use this, never a name
+    from the body."""
+    principal = getattr(request.state, "principal", None)
+    if not principal:
+        # Only a route without `require_role` gets here; it must not record anyone.
+        raise RuntimeError("no principal: the route declares no role")
+    return str(principal)
+
+
+PrincipalDep = Annotated[str, Depends(get_principal)]
+
+
 def require_role(role: str) -> Callable[..., Awaitable[None]]:
     """Dependency for role checks: `Depends(require_role("admin"))` on a route or router.
 

@@ -32,7 +32,11 @@ class MessageIn(BaseModel):
     )
     customer: Annotated[str, Field(min_length=1, max_length=254)] | None = Field(
         default=None,
-        description="The customer the calling system authenticated (account id or e-mail).",
+        description="The customer the calling system authenticated (account id or e-mail): "
+        "a signed-in chat's user, a mail system's verified sender. Trusted as proven, so "
+        "send it only for customers your channel authenticated; an e-mail in `text` is "
+        "only a claim, verified with a one-time code before any change. A case keeps its "
+        "first customer: another one here is `customer_mismatch` (409).",
     )
     kind: DecisionRoute | None = Field(
         default=None,
@@ -70,6 +74,10 @@ class ApprovalOut(BaseModel):
     case_status: str
     reply: str
     observation: dict[str, Any]
+    decided_by: str | None = Field(
+        description="Who the audit trail records as the decider: the API key's name (or "
+        "`anonymous@loopback` without keys) of the first decision.")
+    supervisor: str = Field(description="The display name this request gave.")
 
 
 class ApprovalRow(BaseModel):
@@ -83,7 +91,7 @@ class ApprovalRow(BaseModel):
     requires_approval: bool
     refund_id: int | None
     decision: str | None
-    decided_by: str | None
+    decided_by: str | None = Field(description="The deciding API key's name, if decided.")
 
 
 class CaseMessageOut(BaseModel):
@@ -99,6 +107,9 @@ class CaseOut(BaseModel):
     status: str
     flow: str | None
     customer_id: str | None
+    customer_verified_by: str | None = Field(
+        default=None, description="How the case's customer was proven: `channel` or "
+        "`code`; null while only claimed.")
     created_at: UtcDateTime
     updated_at: UtcDateTime
     messages: list[CaseMessageOut]
@@ -116,6 +127,13 @@ class HandoffRow(BaseModel):
     last_customer_message: str | None
 
 
+class HandoffPageOut(BaseModel):
+    items: list[HandoffRow]
+    next_cursor: str | None = Field(
+        description="Pass as `cursor` for the next page; null on the last page.")
+    total: int = Field(description="Cases waiting that match the filters, on all pages.")
+
+
 class HandoffReplyIn(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
@@ -129,6 +147,9 @@ class HandoffReplyIn(BaseModel):
 
 class HandoffReplyOut(BaseModel):
     case_id: str
-    agent: str
+    agent: str = Field(description="The display name the request gave.")
+    principal: str = Field(
+        description="Who the audit trail records as the replier: the API key's name, or "
+        "`anonymous@loopback` without keys.")
     reply: str
     case_status: str

@@ -10,6 +10,8 @@ one PostgreSQL schema, with the session's trained model, and race requests acros
 - approvals and rejections of one held refund, at once, from both processes → exactly
   one decision wins, the refund is issued at most once (once if approval won, never if
   rejection won), and the customer is told once.
+- 20 agents replying to one handed-off case, at once, half to each process → exactly one
+  reply reaches the customer and resolves the case; the others get 409 `not_handed_off`.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from handlers.services.store import refunds
 from router.app.training import TrainResult
 from router.storage.db import make_engine
 from tests.conftest import postgres_schema
-from tests.messages import TEAPOT, WHEELS
+from tests.messages import ANA, BEN, COMPLAINT, TEAPOT, WHEELS
 from tests.servers import GatewayProcess
 
 START_TIMEOUT_S = 180.0
@@ -105,7 +107,8 @@ def test_fifty_identical_refund_requests_across_two_processes_refund_once(
         def send(i: int) -> httpx.Response:
             start.wait()
             return client.post(f"{gateways[i % 2].url}/v1/messages",
-                               json={"text": TEAPOT, "case_id": case_id, "kind": "refund"})
+                               json={"text": TEAPOT, "case_id": case_id, "kind": "refund",
+                                     "customer": ANA})
 
         with ThreadPoolExecutor(max_workers=50) as pool:
             responses = list(pool.map(send, range(50)))
@@ -131,7 +134,7 @@ def test_approvals_and_rejections_racing_on_one_held_refund(
     gateways, engine = two_gateways
     with httpx.Client(timeout=120) as client:
         held = client.post(f"{gateways[0].url}/v1/messages",
-                           json={"text": WHEELS, "kind": "refund"})
+                           json={"text": WHEELS, "kind": "refund", "customer": BEN})
         assert held.status_code == 200 and held.json()["status"] == "awaiting_approval"
         case_id = held.json()["case_id"]
         (row,) = client.get(f"{gateways[1].url}/v1/approvals").json()
@@ -172,4 +175,35 @@ def test_approvals_and_rejections_racing_on_one_held_refund(
     assert op["status"] == ("issued" if winner == "approve" else "rejected")
     told = [a for a in case["actions"] if a["name"] == "refunds.decide"]
     assert len(told) == 1, told  # the customer hears the outcome once
+    assert case["status"] == "resolved"
+
+
+def test_twenty_agents_replying_at_once_across_two_processes_reply_once(
+        two_gateways: tuple[list[GatewayProcess], Engine]) -> None:
+    gateways, _ = two_gateways
+    with httpx.Client(timeout=120) as client:
+        handed = client.post(f"{gateways[0].url}/v1/messages",
+                             json={"text": COMPLAINT, "kind": "other"})
+        assert handed.status_code == 200 and handed.json()["status"] == "handed_off"
+        case_id = handed.json()["case_id"]
+        start = threading.Barrier(20)
+
+        def reply(i: int) -> httpx.Response:
+            start.wait()
+            return client.post(f"{gateways[i % 2].url}/v1/handoffs/{case_id}/reply",
+                               json={"agent": f"agent-{i}", "text": f"Reply number {i}."})
+
+        with ThreadPoolExecutor(max_workers=20) as pool:
+            responses = list(pool.map(reply, range(20)))
+        case = client.get(f"{gateways[1].url}/v1/cases/{case_id}").json()
+
+    accepted = [r.json() for r in responses if r.status_code == 200]
+    refused = [r for r in responses if r.status_code != 200]
+    assert len(accepted) == 1, [r.text for r in responses]
+    assert {(r.status_code, r.json()["error"]["code"]) for r in refused} == \
+        {(409, "not_handed_off")}
+    agent_messages = [m["text"] for m in case["messages"] if m["role"] == "agent"]
+    assert agent_messages == [accepted[0]["reply"]]
+    assert [a["artifacts"]["agent"] for a in case["actions"]
+            if a["name"] == "handoff.agent_reply"] == [accepted[0]["agent"]]
     assert case["status"] == "resolved"

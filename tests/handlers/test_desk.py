@@ -20,7 +20,7 @@ def _case_count(engine: Engine) -> int:
 
 
 def _held(desk: SupportDesk) -> tuple[str, str]:
-    out = desk.handle_message(WHEELS, None, None, decision("refund"))
+    out = desk.handle_message(WHEELS, None, "ben.ortiz@example.com", decision("refund"))
     assert out.status == "awaiting_approval"
     (row,) = desk.list_approvals("held")
     return out.case_id, row["operation"]
@@ -42,7 +42,7 @@ def test_clarify_asks_one_question_and_keeps_the_text(desk: SupportDesk,
                                                       engine: Engine) -> None:
     before = snapshot(engine)
     first = desk.handle_message("Hi, ana.novak@example.com here, I need help with O-1001.",
-                                None, None, decision("clarify"))
+                                None, "ana.novak@example.com", decision("clarify"))
     assert first.status == "awaiting_customer" and first.reply.count("?") == 2
     assert snapshot(engine) == before
     assert desk.prepare("x", case_id=first.case_id).case_route is None  # the model decides
@@ -202,7 +202,7 @@ def test_twenty_concurrent_identical_messages_on_a_case_refund_once(any_db_url: 
                 "broken. Please refund the full amount.")
         with ThreadPoolExecutor(max_workers=20) as pool:
             outs = list(pool.map(lambda _: desk.handle_message(
-                text, opened.case_id, None, decision("refund")), range(20)))
+                text, opened.case_id, "ana.novak@example.com", decision("refund")), range(20)))
         assert {o.status for o in outs} == {"resolved"}
         # Every one got the refund's receipt (one fresh, the rest replayed), none a
         # refusal from a policy check that saw the winner's refund half-way.
@@ -239,3 +239,26 @@ def test_concurrent_decisions_on_one_hold_tell_the_customer_once(desk: SupportDe
     expected = [("O-2002", 35000)] if winner == "approve" else []
     assert [(r["order_id"], r["amount_cents"]) for r in snapshot(engine)["refunds"]
             if r["id"] > 1] == expected
+
+
+def test_the_decider_recorded_is_the_principal_and_the_name_only_a_display(
+        desk: SupportDesk) -> None:
+    case_id, op = _held(desk)
+    outcome = desk.decide_approval(op, "approve", " Maria Lopez ", principal="key-sup-1")
+    assert (outcome.decided_by, outcome.supervisor) == ("key-sup-1", "Maria Lopez")
+    (row,) = desk.list_approvals("approved")
+    assert row["decided_by"] == "key-sup-1"
+    told = [a for a in desk.get_case(case_id)["actions"] if a["name"] == "refunds.decide"]
+    assert told[0]["artifacts"] | {"decided_by": "key-sup-1", "display_name": "Maria Lopez"} \
+        == told[0]["artifacts"]
+    # Someone else repeating the decision names no one new: the first decider stands.
+    again = desk.decide_approval(op, "approve", "Mallory", principal="key-other")
+    assert again.replayed and again.decided_by == "key-sup-1"
+    assert desk.list_approvals("approved")[0]["decided_by"] == "key-sup-1"
+
+
+def test_without_a_principal_the_operator_decides(desk: SupportDesk) -> None:
+    from handlers.desk import OPERATOR_PRINCIPAL
+
+    _, op = _held(desk)
+    assert desk.decide_approval(op, "reject", "maria").decided_by == OPERATOR_PRINCIPAL

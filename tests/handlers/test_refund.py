@@ -7,7 +7,7 @@ from sqlalchemy import Engine
 
 from handlers.desk import SupportDesk
 from handlers.services.store import snapshot
-from tests.handlers.helpers import decision, new_refunds
+from tests.handlers.helpers import decision, mail_sender, new_refunds
 from tests.messages import TEAPOT, WHEELS
 
 KNIVES = ("Hello, ana.novak@example.com here. The knife set from order O-1002 arrived with one "
@@ -15,7 +15,11 @@ KNIVES = ("Hello, ana.novak@example.com here. The knife set from order O-1002 ar
 
 
 def _send(desk: SupportDesk, text: str, *, case_id: str | None = None,
-          customer: str | None = None, route: str = "refund"):
+          customer: str | None = None, claimed: bool = False, route: str = "refund"):
+    """One message; from a mail system that vouches for the e-mail in it unless `claimed`
+    (then the e-mail is only claimed, as in an anonymous chat)."""
+    if customer is None and not claimed:
+        customer = mail_sender(desk, text)
     return desk.handle_message(text, case_id, customer, decision(route))
 
 
@@ -106,7 +110,8 @@ def test_authenticated_customer_wins_over_an_email_in_the_text(desk: SupportDesk
     before = snapshot(engine)
     out = _send(desk, "I'm ana.novak@example.com, refund order O-2001.", customer="A-101")
     assert out.status == "resolved"
-    assert out.actions[0]["artifacts"] == {"account_id": "A-101", "source": "authenticated"}
+    assert out.actions[0]["artifacts"] == {"account_id": "A-101", "source": "authenticated",
+                                           "verified": True}
     assert new_refunds(before, snapshot(engine)) == [("O-2001", 8900)]
 
 

@@ -57,7 +57,7 @@ SAMPLE = {
     "line1": "1 A St", "postal_code": "1", "city": "C", "country": "DE",
     "changes": {"language": "es"}, "unchanged": {"sms_notifications": "on"},
     "unsupported": ["dark mode"], "answer": "Returns are free.", "placed_on": "2026-01-01",
-    "text": "Returns are free.",
+    "text": "Returns are free.", "ttl_minutes": 10, "attempts_left": 4,
 }
 
 

@@ -11,7 +11,10 @@ loopback in that mode; this check also covers `uvicorn router.gateway.asgi:app -
 0.0.0.0` run by hand.
 
 Keys never reach logs or error bodies: messages name the header, never its value, and a
-recognised caller is recorded by its key's *name* (`request.state.principal`).
+recognised caller is recorded by its key's *name* (`request.state.principal`). In open
+mode the principal is `ANONYMOUS_PRINCIPAL`: the audit trail (who decided a refund, who
+replied to a customer) then says that nobody was authenticated, whatever name a request
+body gives.
 """
 
 from __future__ import annotations
@@ -38,6 +41,9 @@ bearer_scheme = HTTPBearer(auto_error=False, description="`Authorization: Bearer
 api_key_scheme = APIKeyHeader(
     name=API_KEY_HEADER, auto_error=False, description="the same key, as `X-API-Key`"
 )
+
+ANONYMOUS_PRINCIPAL = "anonymous@loopback"
+"""The principal of every request in open (keyless, loopback-only) mode."""
 
 ACCESS_RESPONSES = error_responses(401, 403, 429)
 """For the protected routers' OpenAPI `responses`, so clients see these codes documented."""
@@ -183,6 +189,7 @@ def check_access(
                 "no API keys are configured, so this gateway only answers on loopback; "
                 "configure SUPPORT_ROUTER_API_KEYS to serve other interfaces",
             )
+        request.state.principal = ANONYMOUS_PRINCIPAL
         caller = f"ip:{request.client.host if request.client else 'unknown'}"
     else:
         presented = _presented_key(bearer, header_key)

@@ -1,10 +1,16 @@
+"""Refunds held for a supervisor, and a supervisor's decision on one.
+
+The decider recorded is the authenticated caller (`PrincipalDep`: the API key's name, or
+`anonymous@loopback` without keys); the body's `supervisor` is only a display name.
+"""
+
 from __future__ import annotations
 
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query
 
-from router.gateway.deps import ServicesDep, require_role
+from router.gateway.deps import PrincipalDep, ServicesDep, require_role
 from router.gateway.desk_schemas import ApprovalDecisionIn, ApprovalOut, ApprovalRow
 from router.gateway.middleware.access import ACCESS_RESPONSES
 
@@ -22,8 +28,9 @@ def list_approvals(
 
 
 @router.post("/v1/approvals/{operation}/decision", response_model=ApprovalOut)
-def decide_approval(operation: str, body: ApprovalDecisionIn,
-                    services: ServicesDep) -> ApprovalOut:
+def decide_approval(operation: str, body: ApprovalDecisionIn, services: ServicesDep,
+                    principal: PrincipalDep) -> ApprovalOut:
     """Approve (issue exactly once) or reject (never issue) a held refund."""
-    outcome = services.desk.decide_approval(operation, body.decision, body.supervisor)
+    outcome = services.desk.decide_approval(operation, body.decision, body.supervisor,
+                                            principal=principal)
     return ApprovalOut.model_validate(outcome, from_attributes=True)

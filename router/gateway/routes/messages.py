@@ -1,5 +1,11 @@
 """`POST /v1/messages`: route one customer message, act on it, reply.
 
+`customer` in the body is the customer the caller (a `gateway`-role key: a signed-in
+chat, a mail system) authenticated, and is trusted as such; an e-mail in `text` is only
+a claim, and the desk verifies it with a one-time code before any change
+(`handlers.identity`). Give the `gateway` role only to channels that authenticate their
+customers.
+
 A plain `def` on purpose: the handlers do several blocking database transactions (and,
 with a chat model configured, a remote call), which belong on a worker thread, not the
 event loop. The reply is serialised once from the validated `MessageOut` instead of

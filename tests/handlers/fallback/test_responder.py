@@ -17,10 +17,11 @@ def responder(desk: SupportDesk) -> Responder:
     return build_responder(SqlStore(desk.store.engine))
 
 
-def _flow(text: str, *, customer: str | None = None,
-          case_customer_id: str | None = None) -> FlowInput:
+def _flow(text: str, *, customer: str | None = None, case_customer_id: str | None = None,
+          case_customer_verified: bool = False) -> FlowInput:
     return FlowInput(case_id="c-test", text=text, customer=customer,
-                     case_customer_id=case_customer_id)
+                     case_customer_id=case_customer_id,
+                     case_customer_verified=case_customer_verified)
 
 
 def test_a_confident_faq_match_is_answered_from_the_section(responder: Responder) -> None:
@@ -43,8 +44,10 @@ def test_no_confident_match_goes_to_a_person(responder: Responder) -> None:
 
 @pytest.mark.parametrize(("flow_kwargs", "text"), [
     ({"customer": "A-100"}, "Where is order O-1004?"),
-    ({}, "Hi, ana.novak@example.com here. Where is my espresso machine, order O-1004?"),
-    ({"case_customer_id": "A-100"}, "And O-1004, where is it?"),
+    ({"customer": "ana.novak@example.com"},
+     "Hi, ana.novak@example.com here. Where is my espresso machine, order O-1004?"),
+    ({"case_customer_id": "A-100", "case_customer_verified": True},
+     "And O-1004, where is it?"),
 ])
 def test_own_order_status_is_answered_from_the_store(responder: Responder, flow_kwargs: dict,
                                                      text: str) -> None:
@@ -62,6 +65,8 @@ def test_own_order_status_is_answered_from_the_store(responder: Responder, flow_
     ({"customer": "A-101"}, "Where is order O-9999?", "order_not_on_account"),
     ({}, "Where is order O-1004?", "customer_unknown"),
     ({}, "I'm nobody@example.com, where is O-1004?", "customer_unknown"),
+    ({}, "Hi, ana.novak@example.com here. Where is order O-1004?", "customer_unverified"),
+    ({"case_customer_id": "A-100"}, "And O-1004, where is it?", "customer_unverified"),
 ])
 def test_other_orders_are_never_described(responder: Responder, desk: SupportDesk,
                                           flow_kwargs: dict, text: str, reason: str) -> None:

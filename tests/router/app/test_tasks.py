@@ -65,6 +65,8 @@ def test_preference_writes_and_unexpected_changes() -> None:
     ({"id": "t", "message": "hi", "expect": {}, "approval": "maybe"}, "approval"),
     ({"id": "t", "message": "hi", "expect": {}, "status": "done"}, "status"),
     ({"id": "t", "messages": ["a", "b"], "expect": {}, "route": ["refund"]}, "route"),
+    ({"id": "t", "message": "hi", "expect": {}, "sender": "anyone"}, "sender"),
+    ({"id": "t", "message": "hi", "expect": {}, "codes_sent": "one"}, "codes_sent"),
 ])
 def test_malformed_tasks_are_named(raw: dict, match: str) -> None:
     with pytest.raises(InvalidInput, match=match):
@@ -77,7 +79,8 @@ def test_messages_and_routes() -> None:
     assert task.messages == ["a", "b"] and task.routes == ["account", "account"]
 
 
-@pytest.mark.parametrize(("name", "minimum"), [("support16.jsonl", 16), ("extended.jsonl", 30)])
+@pytest.mark.parametrize(("name", "minimum"), [("support16.jsonl", 16), ("extended.jsonl", 30),
+                                             ("identity.jsonl", 8)])
 def test_suite_files_are_valid(name: str, minimum: int) -> None:
     tasks = load_tasks(SUITES / name)
     assert len(tasks) >= minimum
@@ -98,7 +101,7 @@ def _failures(report) -> str:  # type: ignore[no-untyped-def]
                      for r in report.results if not r.passed)
 
 
-@pytest.mark.parametrize("name", ["support16.jsonl", "extended.jsonl"])
+@pytest.mark.parametrize("name", ["support16.jsonl", "extended.jsonl", "identity.jsonl"])
 def test_handlers_pass_every_task_when_routed_as_labelled(settings: Settings,
                                                          name: str) -> None:
     """The handlers alone: each message carries its labelled route as a form `kind`."""
@@ -106,7 +109,8 @@ def test_handlers_pass_every_task_when_routed_as_labelled(settings: Settings,
     assert report.failed == 0, _failures(report)
 
 
-@pytest.mark.parametrize(("name", "n_tasks"), [("support16.jsonl", 16), ("extended.jsonl", 57)])
+@pytest.mark.parametrize(("name", "n_tasks"), [("support16.jsonl", 16), ("extended.jsonl", 57),
+                                             ("identity.jsonl", 9)])
 def test_every_task_passes_through_the_embedded_router(
     settings: Settings, name: str, n_tasks: int
 ) -> None:
@@ -129,3 +133,33 @@ def test_runner_reports_failures_with_reasons(settings: Settings, tmp_path: Path
     (result,) = report.results
     assert not result.passed and "refunds: expected" in result.reason
     assert report.as_dict()["failed"] == 1
+
+
+def test_the_verification_suite_covers_the_flow() -> None:
+    tasks = load_tasks(SUITES / "identity.jsonl")
+    text = " ".join(m for t in tasks for m in t.messages)
+    assert "{code}" in text and "{wrong_code}" in text
+    assert {t.sender for t in tasks} == {"claimed", None}
+    assert any(t.messages.count("{wrong_code}") >= 5 for t in tasks)  # the lock
+
+
+def test_claimed_senders_write_nothing_without_the_code(settings: Settings) -> None:
+    """The suites' writes all rest on the runner vouching for the sender: run as an
+    anonymous chat, no task that expects a write gets it, and each sends one code."""
+    report = run_suite(SUITES / "support16.jsonl", settings=settings, route_hints=True,
+                       sender="claimed")
+    writes = [t.id for t in load_tasks(SUITES / "support16.jsonl") if t.expect]
+    failed = {r.id: r for r in report.results if not r.passed}
+    assert set(writes) <= set(failed)
+    assert all(not r.wrote for r in report.results)
+    assert all(r.status == "awaiting_customer" and "one-time code" in (r.reply or "")
+               for r in report.results)
+
+
+def test_a_code_placeholder_without_a_code_is_named(settings: Settings,
+                                                     tmp_path: Path) -> None:
+    suite = tmp_path / "suite.jsonl"
+    suite.write_text(json.dumps({"id": "no-code", "messages": ["hello", "{code}"],
+                                 "expect": {}}) + "\n", encoding="utf-8")
+    (result,) = run_suite(suite, settings=settings, route_hints=True).results
+    assert not result.passed and "needs a code" in result.reason

@@ -12,14 +12,14 @@ from typer.testing import CliRunner
 from router.cli.desk import approvals_app, tasks_app
 from router.gateway.app import create_app
 from router.settings import Settings
-from tests.messages import WHEELS
+from tests.messages import BEN, WHEELS
 
 runner = CliRunner()
 
 
 def _hold(settings: Settings) -> str:
     with TestClient(create_app(settings)) as client:
-        client.post("/v1/messages", json={"text": WHEELS, "kind": "refund"})
+        client.post("/v1/messages", json={"text": WHEELS, "kind": "refund", "customer": BEN})
         return client.get("/v1/approvals").json()[0]["operation"]
 
 
@@ -77,3 +77,19 @@ def test_tasks_run_json_and_exit_code(cli_env: Settings, tmp_path: Path) -> None
     result = runner.invoke(tasks_app, ["run", "--suite", str(suite)])
     assert result.exit_code == 1
     assert "FAIL  impossible" in result.output and "0 passed, 1 failed" in result.output
+
+
+def test_tasks_run_as_an_anonymous_chat_waits_for_codes(cli_env: Settings,
+                                                        tmp_path: Path) -> None:
+    suite = tmp_path / "suite.jsonl"
+    task = {"id": "teapot", "route": "refund", "expect": {},
+            "status": "awaiting_customer", "codes_sent": 1,
+            "message": "Hi, this is ana.novak@example.com. My ceramic teapot (order O-1001) "
+                       "arrived broken. Please refund the full amount."}
+    suite.write_text(json.dumps(task) + "\n", encoding="utf-8")
+    claimed = runner.invoke(tasks_app, ["run", "--suite", str(suite), "--sender", "claimed"])
+    assert claimed.exit_code == 0, claimed.output
+    verified = runner.invoke(tasks_app, ["run", "--suite", str(suite)])
+    assert verified.exit_code == 1 and "status 'resolved'" in verified.output
+    bad = runner.invoke(tasks_app, ["run", "--suite", str(suite), "--sender", "anyone"])
+    assert bad.exit_code == 1 and "invalid_sender" in bad.output

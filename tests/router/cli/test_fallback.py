@@ -33,10 +33,9 @@ def test_list_and_reply(cli_env: Settings) -> None:
         ]
     listed = runner.invoke(app, ["handoffs", "list"])
     assert listed.exit_code == 0 and case_id in listed.output
-    assert (
-        json.loads(runner.invoke(app, ["handoffs", "list", "--json"]).stdout)[0]["case_id"]
-        == case_id
-    )
+    page = json.loads(runner.invoke(app, ["handoffs", "list", "--json"]).stdout)
+    assert [row["case_id"] for row in page["items"]] == [case_id]
+    assert (page["next_cursor"], page["total"]) == (None, 1)
     replied = runner.invoke(
         app,
         ["handoffs", "reply", case_id, "--agent", "sam", "--text", "Sorry, I've told the courier."],
@@ -50,3 +49,18 @@ def test_list_and_reply(cli_env: Settings) -> None:
 def test_reply_to_an_unknown_case_exits_1(cli_env: Settings) -> None:
     result = runner.invoke(app, ["handoffs", "reply", "c-nope", "--agent", "a", "--text", "x"])
     assert result.exit_code == 1 and "unknown_case" in result.output
+
+
+def test_list_pages_with_a_cursor(cli_env: Settings) -> None:
+    with TestClient(create_app(cli_env)) as client:
+        cases = [client.post("/v1/messages", json={"text": COMPLAINT, "kind": "other"}).json()[
+            "case_id"] for _ in range(3)]
+    first = runner.invoke(app, ["handoffs", "list", "--limit", "2"])
+    assert first.exit_code == 0 and "2 of 3 waiting; next page: --cursor " in first.output
+    cursor = first.output.rsplit("--cursor ", 1)[1].strip()
+    second = json.loads(runner.invoke(
+        app, ["handoffs", "list", "--limit", "2", "--cursor", cursor, "--json"]).stdout)
+    assert [row["case_id"] for row in second["items"]] == cases[2:]
+    assert second["next_cursor"] is None
+    bad = runner.invoke(app, ["handoffs", "list", "--cursor", "nonsense"])
+    assert bad.exit_code == 1 and "invalid_cursor" in bad.output

@@ -14,8 +14,10 @@ from typer.main import get_command
 from typer.testing import CliRunner
 
 from calibration.label import Sample
+from handlers.fallback.handoffs import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 from handlers.services.refunds import ApprovalFilter, SupervisorDecision
 from router.access import ROLES
+from router.app.tasks import SENDERS
 from router.app.training import MODEL_FILES
 from router.cli import choices
 from router.cli.main import app
@@ -105,6 +107,9 @@ def test_the_command_list_shows_whole_first_sentences() -> None:
         (get_args(choices.Sample), get_args(Sample)),
         (get_args(choices.ApprovalFilter), get_args(ApprovalFilter)),
         (get_args(choices.SupervisorDecision), get_args(SupervisorDecision)),
+        (get_args(choices.Sender), SENDERS),
+        ((choices.HANDOFF_PAGE_SIZE, choices.HANDOFF_MAX_PAGE_SIZE),
+         (DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)),
         (tuple(role.value for role in choices.Role), ROLES),
     ],
 )

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
+from router.access import ApiKey, hash_key, new_key
+from router.gateway.app import create_app
 from router.settings import Settings
 from tests.messages import COMPLAINT
 from tests.tables import row_counts
@@ -24,8 +26,10 @@ def _hand_off(client: TestClient) -> str:
 
 def test_list_and_reply(client: TestClient) -> None:
     case_id = _hand_off(client)
-    rows = client.get("/v1/handoffs").json()
-    assert [(r["case_id"], r["last_customer_message"]) for r in rows] == [(case_id, COMPLAINT)]
+    page = client.get("/v1/handoffs").json()
+    assert (page["next_cursor"], page["total"]) == (None, 1)
+    assert [(r["case_id"], r["last_customer_message"]) for r in page["items"]] == \
+        [(case_id, COMPLAINT)]
     response = client.post(
         f"/v1/handoffs/{case_id}/reply",
         json={"agent": "sam", "text": "Sorry! I've told the courier."},
@@ -34,12 +38,16 @@ def test_list_and_reply(client: TestClient) -> None:
     assert response.json() == {
         "case_id": case_id,
         "agent": "sam",
+        "principal": "anonymous@loopback",
         "reply": "Sorry! I've told the courier.",
         "case_status": "resolved",
     }
-    assert client.get("/v1/handoffs").json() == []
+    assert client.get("/v1/handoffs").json()["items"] == []
     case = client.get(f"/v1/cases/{case_id}").json()
     assert case["status"] == "resolved" and case["messages"][-1]["role"] == "agent"
+    # Keyless: the record says nobody was authenticated; "sam" is only displayed.
+    assert case["actions"][-1]["artifacts"] | {"principal": "anonymous@loopback",
+                                               "agent": "sam"} == case["actions"][-1]["artifacts"]
 
 
 def test_an_faq_question_is_answered_and_not_queued(client: TestClient) -> None:
@@ -48,7 +56,7 @@ def test_an_faq_question_is_answered_and_not_queued(client: TestClient) -> None:
     ).json()
     assert (body["route"], body["status"]) == ("other", "resolved")
     assert "$50" in body["reply"]
-    assert client.get("/v1/handoffs").json() == []
+    assert client.get("/v1/handoffs").json()["items"] == []
 
 
 @pytest.mark.parametrize(
@@ -95,3 +103,46 @@ def test_a_body_that_is_not_json_is_a_400(client: TestClient) -> None:
         headers={"content-type": "application/json"},
     )
     assert response.status_code == 400
+
+
+def test_the_queue_comes_a_page_at_a_time(client: TestClient) -> None:
+    cases = [_hand_off(client) for _ in range(5)]
+    seen, cursor = [], None
+    for _ in range(5):
+        query = {"limit": 2} | ({"cursor": cursor} if cursor else {})
+        page = client.get("/v1/handoffs", params=query).json()
+        assert len(page["items"]) <= 2 and page["total"] == 5
+        seen += [r["case_id"] for r in page["items"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert seen == cases  # oldest first, each once
+    assert client.get("/v1/handoffs", params={"older_than_s": 3600}).json() == {
+        "items": [], "next_cursor": None, "total": 0}
+
+
+@pytest.mark.parametrize(("query", "code"), [
+    ({"limit": 0}, "invalid_request"),
+    ({"limit": 201}, "invalid_request"),
+    ({"limit": "many"}, "invalid_request"),
+    ({"cursor": "bad cursor!"}, "invalid_request"),
+    ({"cursor": "bm90LWpzb24"}, "invalid_cursor"),
+    ({"older_than_s": -5}, "invalid_request"),
+])
+def test_bad_paging_is_a_422(client: TestClient, query: dict, code: str) -> None:
+    response = client.get("/v1/handoffs", params=query)
+    assert (response.status_code, response.json()["error"]["code"]) == (422, code)
+
+
+def test_a_keyed_reply_records_the_keys_name(settings: Settings) -> None:
+    key = new_key()
+    keyed = settings.model_copy(update={"rate_limit_per_s": 0, "api_keys": [
+        ApiKey(name="agent-sam", sha256=hash_key(key), roles=("gateway", "agent"))]})
+    with TestClient(create_app(keyed), headers={"X-API-Key": key}) as client:
+        case_id = _hand_off(client)
+        body = client.post(f"/v1/handoffs/{case_id}/reply",
+                           json={"agent": "Maria (supervisor)", "text": "On it."}).json()
+        assert (body["agent"], body["principal"]) == ("Maria (supervisor)", "agent-sam")
+        action = client.get(f"/v1/cases/{case_id}").json()["actions"][-1]
+        assert (action["artifacts"]["principal"], action["artifacts"]["agent"]) == \
+            ("agent-sam", "Maria (supervisor)")

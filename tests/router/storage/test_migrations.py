@@ -12,20 +12,29 @@ import subprocess
 import sys
 from datetime import UTC, datetime
 
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import Engine, func, insert, inspect, select
 
+from handlers.services.cases import cases
 from handlers.services.store import accounts
 from router.app.schema import target_metadata
-from router.storage.db import current_revision, head_revision, make_engine, migrate
+from router.storage.db import (
+    alembic_config,
+    current_revision,
+    head_revision,
+    make_engine,
+    migrate,
+)
 from router.storage.decision_log import decisions
 from router.storage.decision_log import metadata as decision_metadata
 from tests.paths import REPO_ROOT
 
 EXPECTED_TABLES = {
     "accounts", "addresses", "orders", "refunds", "preferences", "cases", "case_messages",
-    "case_actions", "refund_operations", "decisions", "alembic_version",
+    "case_actions", "refund_operations", "decisions", "identity_challenges", "outbox",
+    "alembic_version",
 }
 
 
@@ -97,6 +106,29 @@ def test_a_database_from_before_migrations_is_adopted(any_db_url: str) -> None:
         assert _schema_diff(engine) == []
         with engine.connect() as conn:
             assert conn.execute(select(decisions.c.request_id)).scalars().all() == ["old"]
+    finally:
+        engine.dispose()
+
+
+def test_a_database_at_0001_keeps_its_cases_and_their_customers_count_as_claimed(
+        any_db_url: str) -> None:
+    """0002 adds `cases.customer_verified_by`: a case from before it has no proof of its
+    customer, so a write on it waits for a code (or the calling system's `customer`)."""
+    engine = make_engine(any_db_url)
+    try:
+        with engine.begin() as conn:
+            command.upgrade(alembic_config(conn), "0001")
+        now = datetime(2026, 3, 15, tzinfo=UTC)
+        with engine.begin() as conn:  # the columns 0001 has, nothing newer
+            conn.execute(insert(cases).values(id="c-old", status="resolved", flow=None,
+                                              customer_id="A-100", context="{}",
+                                              created_at=now, updated_at=now))
+        migrate(engine)
+        assert current_revision(engine) == head_revision()
+        assert _schema_diff(engine) == []
+        with engine.connect() as conn:
+            row = conn.execute(select(cases.c.customer_id, cases.c.customer_verified_by)).one()
+        assert tuple(row) == ("A-100", None)
     finally:
         engine.dispose()
 

@@ -23,7 +23,7 @@ from fastapi.testclient import TestClient
 from router.gateway.app import create_app
 from router.settings import Settings
 from router.telemetry.logs import JsonFormatter, JsonLogHandler, excerpt, mask
-from tests.messages import TEAPOT
+from tests.messages import ANA, TEAPOT
 from tests.servers import GatewayProcess
 
 REQUEST_FIELDS = {"ts", "level", "logger", "message", "request_id", "method", "path", "status",
@@ -108,7 +108,8 @@ def test_customer_data_is_masked_by_default(
     client: TestClient, capsys: pytest.CaptureFixture[str]
 ) -> None:
     capsys.readouterr()
-    response = client.post("/v1/messages", json={"text": TEAPOT, "kind": "refund"})
+    response = client.post("/v1/messages",
+                           json={"text": TEAPOT, "kind": "refund", "customer": ANA})
     assert response.json()["status"] == "resolved"
     out = capsys.readouterr().err
     lines = json_lines(out)
@@ -127,7 +128,7 @@ def test_retention_setting_lets_customer_data_through(
     allowed = settings.model_copy(update={"log_customer_data": True})
     with TestClient(create_app(allowed, json_logs=True)) as client:
         capsys.readouterr()
-        client.post("/v1/messages", json={"text": TEAPOT, "kind": "refund"})
+        client.post("/v1/messages", json={"text": TEAPOT, "kind": "refund", "customer": ANA})
         lines = json_lines(capsys.readouterr().err)
     (refund,) = [x for x in lines if x["logger"] == "handlers.services.refunds"]
     assert "order O-1001" in refund["message"]

@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from router.contracts import RouteScores
 from router.models.breaker import CircuitBreaker, GuardedRouteModel
 from router.telemetry.metrics import track_breaker
-from tests.messages import TEAPOT, WHEELS
+from tests.messages import ANA, BEN, TEAPOT, WHEELS
 from tests.paths import REPO_ROOT
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -116,8 +116,10 @@ def test_request_latency_is_labelled_by_route_template_never_the_raw_path(
 
 def test_refunds_held_and_issued_are_counted_once(client: TestClient) -> None:
     before = scrape(client)
-    issued = client.post("/v1/messages", json={"text": TEAPOT, "kind": "refund"}).json()
-    held = client.post("/v1/messages", json={"text": WHEELS, "kind": "refund"}).json()
+    issued = client.post("/v1/messages",
+                         json={"text": TEAPOT, "kind": "refund", "customer": ANA}).json()
+    held = client.post("/v1/messages",
+                       json={"text": WHEELS, "kind": "refund", "customer": BEN}).json()
     middle = scrape(client)
     assert (issued["status"], held["status"]) == ("resolved", "awaiting_approval")
     assert delta(before, middle, REFUNDS, outcome="issued") == 1
