@@ -92,4 +92,5 @@ def test_tasks_run_as_an_anonymous_chat_waits_for_codes(cli_env: Settings,
     verified = runner.invoke(tasks_app, ["run", "--suite", str(suite)])
     assert verified.exit_code == 1 and "status 'resolved'" in verified.output
     bad = runner.invoke(tasks_app, ["run", "--suite", str(suite), "--sender", "anyone"])
-    assert bad.exit_code == 1 and "invalid_sender" in bad.output
+    # A usage error (exit 2) that names the choices, before any task runs.
+    assert bad.exit_code == 2 and "verified" in bad.output and "claimed" in bad.output
