@@ -10,31 +10,44 @@ One module per concept; the public names are re-exported here, so importers use
 `handlers.extract` alone:
 
 - `ids`: `find_emails`, `find_order_ids`;
-- `amounts`: `parse_amounts`, `Amount`, `InvalidAmount`;
+- `amounts`: `read_amounts`, `parse_amounts`, `AmountReading`, `Amount`, `InvalidAmount`;
 - `names`: `country_code`, `language_code`;
 - `addresses`: `parse_address`, `AddressExtraction`, `ADDRESS_FIELDS`;
-- `preferences`: `parse_preference_changes`, `PreferenceExtraction`.
+- `preferences`: `parse_preference_changes`, `PreferenceExtraction`;
+- `plain`: `markup_problem`, `address_field_problem`, `strip_markup`.
 """
 
 from __future__ import annotations
 
 from handlers.extract.addresses import ADDRESS_FIELDS, AddressExtraction, parse_address
-from handlers.extract.amounts import Amount, InvalidAmount, parse_amounts
+from handlers.extract.amounts import (
+    Amount,
+    AmountReading,
+    InvalidAmount,
+    parse_amounts,
+    read_amounts,
+)
 from handlers.extract.ids import find_emails, find_order_ids
 from handlers.extract.names import country_code, language_code
+from handlers.extract.plain import address_field_problem, markup_problem, strip_markup
 from handlers.extract.preferences import PreferenceExtraction, parse_preference_changes
 
 __all__ = [
     "ADDRESS_FIELDS",
     "AddressExtraction",
     "Amount",
+    "AmountReading",
     "InvalidAmount",
     "PreferenceExtraction",
+    "address_field_problem",
     "country_code",
     "find_emails",
     "find_order_ids",
     "language_code",
+    "markup_problem",
     "parse_address",
     "parse_amounts",
     "parse_preference_changes",
+    "read_amounts",
+    "strip_markup",
 ]
