@@ -10,7 +10,10 @@ Steps, each recorded as an action with its observation:
 3. suspended accounts get no writes of any kind;
 4. an address needs a street line, city, postal code and ISO country: if any is missing,
    ask for exactly those and change nothing; the partial address is kept on the case so
-   the answer ("Gdansk, 80-002, Poland") completes it;
+   the answer ("Gdansk, 80-002, Poland") completes it. A field holding markup, control
+   characters or characters no address has (`handlers.extract.plain`) is refused: the
+   customer is asked to send the address again as plain text, nothing is written and
+   nothing of it is kept;
 5. supported preferences are written in one transaction; unsupported ones ("dark mode")
    are refused by name while the supported part of the same message is done.
 """
@@ -19,7 +22,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from handlers.extract import AddressExtraction, parse_address, parse_preference_changes
+from handlers.extract import (
+    AddressExtraction,
+    address_field_problem,
+    parse_address,
+    parse_preference_changes,
+)
 from handlers.flow import FlowInput, HandlerResult
 from handlers.identity import AWAITING_CODE, IdentityGate
 from handlers.observation import Observation, fail, success
@@ -120,12 +128,22 @@ class AccountHandler:
             actions.append(Action("store.update_address", obs))
             if obs.code == "address_incomplete":
                 context = {"address": address, "done": sorted(done_parts)}
+            elif obs.code == "address_unsafe":
+                context = {"done": sorted(done_parts)}
         awaiting = bool(context)
         return HandlerResult("awaiting_customer" if awaiting else "resolved", actions,
                              account.id, awaiting=awaiting, context=context)
 
     def _address(self, account_id: str, address: dict[str, Any]) -> Observation:
         kind: AddressKind = "billing" if address.get("kind") == "billing" else "shipping"
+        unsafe = {f: problem for f in ADDRESS_FIELDS if isinstance(address.get(f), str)
+                  and (problem := address_field_problem(address[f]))}
+        if unsafe:
+            return fail("address_unsafe", f"{kind} address fields {sorted(unsafe)} refused: "
+                        f"{sorted(set(unsafe.values()))}", retry=False, stop=True,
+                        next_actions=["ask_customer"], kind=kind,
+                        fields=[_FIELD_NAMES[f] for f in unsafe],
+                        problems=sorted(set(unsafe.values())))
         missing = _missing(address)
         if missing:
             return fail("address_incomplete", f"{kind} address lacks {missing}",

@@ -19,7 +19,9 @@
   flow that asked for it continues with the request it was asked for.
 - `list_approvals(status)`, `decide_approval(operation, decision, supervisor,
   principal=)`: the supervisor's side of held refunds; the customer's reply is added to
-  the case.
+  the case. A held refund the refund service closed as no longer refundable (by a
+  decision, or because another refund took the order's remainder) is told once on its
+  own case.
 - `list_handoffs(limit=, cursor=, older_than_s=)`, `reply_handoff(case_id, agent, text,
   principal=)`: the human queue (`handlers.fallback.handoffs`).
 - `get_case(case_id)`: the case with its messages, decisions and actions.
@@ -35,7 +37,7 @@ Durable: everything a later message or decision needs is read from the database.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -57,11 +59,15 @@ from handlers.fallback.responder import Fallback, build_responder
 from handlers.flow import FlowInput, HandlerResult
 from handlers.identity import AWAITING_CODE, IdentityGate, claims_other_account, require_customer
 from handlers.observation import Observation, success
-from handlers.refund import RefundHandler
+from handlers.refund import CLOSE_ACTION, RefundHandler
 from handlers.replies import compose, format_money
 from handlers.services.cases import Action, CaseBook, CaseRow, CaseStatus, Turn, new_case_id
 from handlers.services.notifier import Notifier, OutboxNotifier
-from handlers.services.refunds import RefundService, retry_lost_responses
+from handlers.services.refunds import (
+    RefundService,
+    receipt_observation,
+    retry_lost_responses,
+)
 from handlers.services.store import SqlStore, load_fixture, seed_store
 from handlers.services.verification import (
     DEFAULT_MAX_ATTEMPTS,
@@ -72,7 +78,9 @@ from handlers.services.verification import (
 from router.contracts import Decision
 from router.errors import Conflict, InvalidInput, NotFound, StoreError
 
-APPROVAL_FILTERS = ("held", "approved", "rejected", "all")
+APPROVAL_FILTERS = ("held", "approved", "rejected", "closed", "all")
+_MAY_CLOSE_HELD = frozenset({"refund_issued", "refund_approved", "no_longer_refundable"})
+"""Outcomes after which other held refunds on the order may have been closed."""
 MAX_FLOW_TEXTS = 5
 """How many of the customer's messages an open flow keeps for the next one to build on."""
 OPERATOR_PRINCIPAL = "operator@local"
@@ -198,7 +206,8 @@ class SupportDesk:
         status = result.status
         # A refund held earlier keeps the case waiting for the supervisor; one held by
         # this message already says so in `result.status`.
-        if status == "resolved" and facts.case_has_held_refund:
+        if (status == "resolved" and facts.case_has_held_refund
+                and self._has_held(facts.case_id)):
             status = "awaiting_approval"
         keep = result.awaiting or decision.route == "clarify"
         # A code is an answer, not a request: the flow keeps the requests it answers.
@@ -214,6 +223,8 @@ class SupportDesk:
             customer_verified_by="channel" if facts.customer_account_id else None,
             context=next_context,
         ))
+        self._tell_closed(a.observation.artifacts.get("order_id") for a in result.actions
+                          if a.observation.code in _MAY_CLOSE_HELD)
         return MessageOutcome(case_id=facts.case_id, decision=decision, route=decision.route,
                               status=status, reply=reply,
                               actions=[a.as_dict() for a in result.actions])
@@ -285,6 +296,21 @@ class SupportDesk:
     def _has_held(self, case_id: str) -> bool:
         return any(r.status == "held" for r in self.refunds.for_case(case_id))
 
+    def _tell_closed(self, order_ids: Iterable[Any]) -> None:
+        """Tell each held refund's customer, once, that it was closed as no longer
+        refundable; read from the database, so a lost response or a restart in between
+        is told by the next write on the order."""
+        for receipt in self.refunds.closed_on(o for o in order_ids if isinstance(o, str)):
+            obs = receipt_observation(replace(receipt, replayed=False))
+            case = self.cases.get(receipt.case_id)
+            status: CaseStatus = ("awaiting_approval" if self._has_held(receipt.case_id)
+                                  else "resolved")
+            self.cases.record_once(receipt.case_id, Turn(
+                request_id=None, customer_text=None, decision=None,
+                actions=[Action(CLOSE_ACTION, obs)], reply=compose([obs]), status=status,
+                flow=None, customer_id=case.customer_id if case else receipt.account_id,
+            ), action=CLOSE_ACTION, key="operation", value=receipt.operation)
+
     # -- cases ------------------------------------------------------------------------
 
     def get_case(self, case_id: str) -> dict[str, Any]:
@@ -335,11 +361,13 @@ class SupportDesk:
         case = self.cases.get(case_id)
         told = obs.model_copy(update={"artifacts": {**receipt, "display_name": display}})
         # Tell the customer once, however many decisions (replays) race to do it.
+        action = CLOSE_ACTION if receipt["status"] == "closed" else "refunds.decide"
         self.cases.record_once(case_id, Turn(
             request_id=None, customer_text=None, decision=None,
-            actions=[Action("refunds.decide", told)], reply=reply, status=status,
+            actions=[Action(action, told)], reply=reply, status=status,
             flow=None, customer_id=case.customer_id if case else receipt["account_id"],
-        ), action="refunds.decide", key="operation", value=operation)
+        ), action=action, key="operation", value=operation)
+        self._tell_closed([receipt["order_id"]])
         return ApprovalOutcome(
             operation=operation, case_id=case_id, decision=decision,
             operation_status=receipt["status"], refund_id=receipt["refund_id"],

@@ -7,9 +7,13 @@ Steps, each recorded as an action with its observation:
    nothing about the account or its orders is said or done until it is;
 2. suspended accounts get no refund;
 3. exactly one order id (ask which order when none or several; on a case with a refund
-   held for a supervisor and no order named, report that refund's state);
-4. at most one stated amount, in dollars (ask when several, or in another currency);
-   none means the full remainder;
+   held for a supervisor and no order named, report that refund's state — closing it
+   first when the order can no longer pay it);
+4. the amount, read from the newest message that states one or asks for the whole:
+   exactly one amount in dollars (or with no currency named). Ask when the text holds
+   anything amount-like that does not read as exactly one amount ("$1e5", "refund 20",
+   "quince dólares"), several different amounts, or another currency. The full
+   remainder only when no message names an amount or the customer asks for the whole;
 5. `policy_checks.check_refund` (ownership, delivered, 30-day window, remainder);
 6. `RefundService.request`, retried through a lost response (the key makes it safe).
 """
@@ -21,7 +25,7 @@ from dataclasses import replace
 from datetime import date
 from typing import Any
 
-from handlers.extract import Amount, find_order_ids, parse_amounts
+from handlers.extract import AmountReading, find_order_ids, read_amounts, strip_markup
 from handlers.flow import FlowInput, HandlerResult
 from handlers.identity import AWAITING_CODE, IdentityGate
 from handlers.observation import Observation, fail
@@ -37,6 +41,8 @@ from handlers.shop_rules import check_can_write, check_refund
 
 SHOP_CURRENCIES = frozenset({None, "USD"})
 _REASON_CHARS = 200
+CLOSE_ACTION = "refunds.close"
+"""The case action that tells a customer their held refund was closed (one per operation)."""
 
 
 def _ask(code: str, summary: str, **artifacts: Any) -> Observation:
@@ -48,11 +54,13 @@ def _distinct_orders(flow: FlowInput) -> list[str]:
     return list(dict.fromkeys(o.upper() for o in flow.first_found(find_order_ids)))
 
 
-def _distinct_amounts(flow: FlowInput) -> list[Amount]:
-    seen: dict[tuple[int, str | None], Amount] = {}
-    for amount in flow.first_found(parse_amounts):
-        seen.setdefault((amount.cents, amount.currency), amount)
-    return list(seen.values())
+def _amount_reading(flow: FlowInput) -> AmountReading:
+    """What the newest message that says anything about the amount says about it."""
+    for text in flow.texts_newest_first():
+        reading = read_amounts(text)
+        if reading.amount_like or reading.asks_full:
+            return reading
+    return AmountReading()
 
 
 class RefundHandler:
@@ -88,10 +96,17 @@ class RefundHandler:
         order_ids = _distinct_orders(flow)
         if not order_ids and flow.has_held_refund:
             held = [r for r in self._refunds.for_case(flow.case_id) if r.status == "held"]
-            if held:
-                return done(receipt_observation(replace(held[-1], replayed=True)),
+            now = [r for r in map(self._refunds.recheck, (h.operation for h in held)) if r]
+            for closed in (r for r in now if r.status == "closed"):
+                actions.append(Action(CLOSE_ACTION,
+                                      receipt_observation(replace(closed, replayed=False))))
+            still = [r for r in now if r.status == "held"]
+            if still:
+                return done(receipt_observation(replace(still[-1], replayed=True)),
                             status="awaiting_approval",
                             account_id=account.id, name="refunds.status")
+            if now:
+                return HandlerResult(status="resolved", actions=actions, account_id=account.id)
         if not order_ids:
             return done(_ask("order_missing", "no order id in the message"),
                         status="awaiting_customer", awaiting=True, account_id=account.id)
@@ -101,7 +116,12 @@ class RefundHandler:
                         status="awaiting_customer", awaiting=True, account_id=account.id)
         order_id = order_ids[0]
 
-        amounts = _distinct_amounts(flow)
+        reading = _amount_reading(flow)
+        if reading.unreadable:
+            return done(_ask("amount_unreadable", "amount-like text that is not one amount",
+                             order_id=order_id, unreadable=reading.unreadable),
+                        status="awaiting_customer", awaiting=True, account_id=account.id)
+        amounts = reading.amounts
         if len(amounts) > 1:
             return done(_ask("amount_ambiguous", "several amounts", order_id=order_id,
                              amounts_cents=[a.cents for a in amounts]),
@@ -147,7 +167,8 @@ class RefundHandler:
                  done: Callable[..., HandlerResult]) -> HandlerResult:
         result = retry_lost_responses(lambda: self._refunds.request(
             case_id=flow.case_id, order_id=order_id, account_id=account_id,
-            amount_cents=amount_cents, reason=" ".join(flow.text.split())[:_REASON_CHARS],
+            amount_cents=amount_cents,
+            reason=" ".join(strip_markup(flow.text).split())[:_REASON_CHARS],
         ))
         if result.code == "refund_held":
             status = "awaiting_approval"

@@ -4,6 +4,10 @@ Every sentence a customer reads comes from a template here, keyed by the observa
 `code` (and `_replayed` for a replayed receipt), and filled only with the observation's
 artifacts. No model writes text on this path. Observations without a template (internal
 checks such as `refund_allowed`) add nothing to the reply. Replies are in English.
+
+A reply never echoes markup: every text filled into a template goes through
+`handlers.extract.plain.strip_markup` (tags, entities, `<`/`>`, script URLs and control
+characters dropped), whatever the artifact and whoever wrote it.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from handlers.extract import strip_markup
 from handlers.observation import Observation
 
 logger = logging.getLogger(__name__)
@@ -75,6 +80,9 @@ TEMPLATES: dict[str, str] = {
     "currency_unsupported": "Our prices are in US dollars, and I can't convert {raw}. How "
                             "much should I refund for order {order_id}, in dollars? Nothing "
                             "has been refunded yet.",
+    "amount_unreadable": "I couldn't read {unreadable_list} as an amount. How much should I "
+                         "refund for order {order_id}, in dollars (for example $15.50), or "
+                         "should I refund the full amount? Nothing has been refunded yet.",
     # refunds: refusals
     "order_not_found": "I couldn't find order {order_id}. Please check the order number. "
                        + _NOTHING_REFUNDED,
@@ -95,10 +103,10 @@ TEMPLATES: dict[str, str] = {
                      "(refund {refund_id}).",
     "refund_issued_replayed": "Your refund of {amount} for order {order_id} was already "
                               "issued (refund {refund_id}); nothing more has been refunded.",
-    "refund_held": "Your refund of {amount} for order {order_id} is above our $200.00 "
-                   "limit, so it is on hold until a supervisor approves it. Nothing has been "
-                   "issued yet; you'll get a reply here once it is decided (reference "
-                   "{operation}).",
+    "refund_held": "Your refund of {amount} for order {order_id} is on hold until a "
+                   "supervisor approves it: refunds above $200.00 per order, or per customer "
+                   "and day, need a supervisor's approval. Nothing has been issued yet; "
+                   "you'll get a reply here once it is decided (reference {operation}).",
     "refund_held_replayed": "Your refund of {amount} for order {order_id} is still on hold "
                             "for a supervisor. Nothing has been issued yet (reference "
                             "{operation}).",
@@ -110,6 +118,15 @@ TEMPLATES: dict[str, str] = {
                        "{order_id}. No refund has been issued.",
     "refund_rejected_replayed": "A supervisor did not approve your refund of {amount} for "
                                 "order {order_id}. No refund has been issued.",
+    "no_longer_refundable": "Your refund of {amount} for order {order_id}, which was on hold "
+                            "for a supervisor, can no longer be issued: the order has been "
+                            "refunded since, and less than {amount} is left to refund. "
+                            "Nothing has been issued for this request (reference "
+                            "{operation}); you can ask again for what is left.",
+    "no_longer_refundable_replayed": "Your refund of {amount} for order {order_id} was "
+                                     "closed: the order no longer has that much left to "
+                                     "refund. Nothing has been issued for this request "
+                                     "(reference {operation}).",
     "refund_service_unreachable": "I couldn't reach our refund system just now, so I can't "
                                   "confirm your refund. Please try again in a few minutes; "
                                   "nothing can be refunded twice.",
@@ -121,6 +138,11 @@ TEMPLATES: dict[str, str] = {
                           "What is it? Nothing has been changed yet.",
     "address_updated": "Your {kind} address is now {line1}, {postal_code} {city}, "
                        "{country}.",
+    "address_unsafe": "I can't use that {kind} address: what you sent as the {field_list} "
+                      "holds characters that don't belong in an address (angle brackets, "
+                      "code or control characters, symbols). Please send the street and "
+                      "house number, postal code, city and country again as plain text. "
+                      "Nothing has been changed.",
     "preferences_updated": "Done: {changes_list}.",
     "preferences_unchanged": "No change was needed: {unchanged_list}.",
     "preferences_unsupported": "I can't change {unsupported_list}: we don't have that "
@@ -169,7 +191,19 @@ class _Fields(dict):
         return "?"
 
 
+def _plain(value: Any) -> Any:
+    """Texts without markup, also inside lists and dicts; other values as they are."""
+    if isinstance(value, str):
+        return strip_markup(value)
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
 def _fields(artifacts: Mapping[str, Any]) -> _Fields:
+    artifacts = {k: _plain(v) for k, v in artifacts.items()}
     fields = _Fields(artifacts)
     for name in ("amount", "remaining", "refunded"):
         cents = artifacts.get(f"{name}_cents")
@@ -186,6 +220,10 @@ def _fields(artifacts: Mapping[str, Any]) -> _Fields:
         fields["unsupported_list"] = _join(f'"{u}"' for u in artifacts["unsupported"])
     if "order_ids" in artifacts:
         fields["order_list"] = _join(artifacts["order_ids"])
+    if "unreadable" in artifacts:
+        fields["unreadable_list"] = _join(f'"{u}"' for u in artifacts["unreadable"])
+    if "fields" in artifacts:
+        fields["field_list"] = _join(artifacts["fields"])
     if "amounts_cents" in artifacts:
         fields["amount_list"] = _join(format_money(c) for c in artifacts["amounts_cents"])
     return fields

@@ -291,15 +291,17 @@ ADDRESS_LEAD_IN = r"(?:^|\s)(?:is|be|to|at|auf|an|nach|es|a|é|est|à|au|è|är|
 ADDRESS_IN_CITY = r"^(.*\d\w*)\s+(?:in|à|en|em|в|w|i)\s+(\S.*)$"
 
 # --- amounts --------------------------------------------------------------------------
-# Currency markers → ISO code (None: an amount in a currency we do not handle).
-CURRENCY_SYMBOLS: dict[str, str | None] = {
-    "US$": "USD", "R$": "BRL", "$": "USD", "€": "EUR", "£": "GBP", "₽": "RUB", "C$": None,
-    "CA$": None, "A$": None, "AU$": None, "NZ$": None, "HK$": None, "MX$": None, "¥": None,
-    "￥": None, "₹": None, "₴": None, "₺": None, "₩": None}
-CURRENCY_CODES: dict[str, str | None] = {
+# Currency markers → ISO code. Every currency a customer names is kept (the refund
+# handler asks about the ones the shop does not take); "¥" is read as JPY.
+CURRENCY_SYMBOLS: dict[str, str] = {
+    "US$": "USD", "R$": "BRL", "$": "USD", "€": "EUR", "£": "GBP", "₽": "RUB", "C$": "CAD",
+    "CA$": "CAD", "A$": "AUD", "AU$": "AUD", "NZ$": "NZD", "HK$": "HKD", "MX$": "MXN",
+    "¥": "JPY", "₹": "INR", "₴": "UAH", "₺": "TRY", "₩": "KRW"}
+CURRENCY_CODES: dict[str, str] = {
     "usd": "USD", "eur": "EUR", "gbp": "GBP", "rub": "RUB", "rur": "RUB", "brl": "BRL",
-    "pln": "PLN", "sek": "SEK", "chf": None, "cad": None, "aud": None, "jpy": None, "cny": None,
-    "nok": None, "dkk": None, "czk": None, "huf": None, "uah": None, "inr": None, "mxn": None}
+    "pln": "PLN", "sek": "SEK", "chf": "CHF", "cad": "CAD", "aud": "AUD", "jpy": "JPY",
+    "cny": "CNY", "nok": "NOK", "dkk": "DKK", "czk": "CZK", "huf": "HUF", "uah": "UAH",
+    "inr": "INR", "mxn": "MXN"}
 # Currency words after a number ("15 euros", "1500 руб.", "50 zł"): regex → ISO code.
 CURRENCY_WORDS: dict[str, str] = {
     r"dollars?|d[oó]lar(?:es)?|bucks?|доллар(?:ов|а|ы)?|долл\.?|dollari|dolar(?:ów|y|a)?": "USD",
@@ -310,10 +312,18 @@ CURRENCY_WORDS: dict[str, str] = {
     r"reais|reales": "BRL",
     r"zł(?:otych|ote|oty)?|zl|zlot(?:y|ys|ych)|złotys": "PLN",
     r"kr\.?|kronor|krona|kronen|:-": "SEK",
+    r"francs?\s+suisses?|swiss\s+francs?|franken|franchi\s+svizzeri": "CHF",
 }
+# Words for fractions of a unit: "50 cents" names money, in no currency we can be sure of.
+CENT_WORDS = (r"cents?|pence|penny|pennies|centavos?|c[eé]ntimos?|centimes?|centesimi|копе[ейк]\w*"
+              r"|grosz\w*|öre|eurocent\w*|cts?")
 # Above this many major units the amount is treated as a typo (about $100,000 each).
 AMOUNT_LIMITS = {"USD": 100_000, "EUR": 100_000, "GBP": 100_000, "BRL": 500_000,
-                 "PLN": 400_000, "SEK": 1_000_000, "RUB": 10_000_000}
+                 "PLN": 400_000, "SEK": 1_000_000, "RUB": 10_000_000, "CHF": 100_000,
+                 "CAD": 150_000, "AUD": 150_000, "NZD": 170_000, "HKD": 800_000,
+                 "MXN": 2_000_000, "JPY": 15_000_000, "CNY": 700_000, "INR": 8_000_000,
+                 "UAH": 4_000_000, "TRY": 3_000_000, "KRW": 130_000_000, "NOK": 1_000_000,
+                 "DKK": 700_000, "CZK": 2_500_000, "HUF": 40_000_000}
 MINUS_WORDS = r"(?<![^\W\d_])(?:minus|menos|минус|moins|meno|negative|negativ[eo]s?)\s*$"
 # Words after which a bare decimal ("refund 15.50") is read as money.
 MONEY_CUES = (
@@ -323,6 +333,73 @@ MONEY_CUES = (
     r"|remboursement|rembourser|pay[ée]|factur[ée]|montant|prix|estorno|paguei|valor|preço"
     r"|rimborso|pagato|importo|zwrot|zapłaci\w*|kwota|terugbetaling|betaald|bedrag"
     r"|återbetalning|betalade|belopp")
+# Words allowed between a money cue and its number: "refund me 20.00", "Erstattung von 15,50".
+MONEY_FILLERS = (
+    r"of|for|was|is|de|von|du|des|di|da|do|em|van|på|в\s+размере|в|me|us|just|only|back"
+    r"|exactly|about|around|approximately|approx|roughly|mir|uns|sie|nur|bitte|genau|moi"
+    r"|nous|seulement|juste|nos|solo|sólo|apenas|мне|нам|только|mi|mnie|tylko|mig|bara"
+    r"|the|a|an|die|den|einen|la|le|el|lo|il|un|una|une|um|uma|het|een")
+# After a bare number, words that make it a count or a measure, not money ("paid 2 times").
+NOT_MONEY_AFTER = (
+    r"kg|g|km|cm|mm|m|ml|l|lbs?|oz|items?|pcs|pieces?|units?|times|x|days?|weeks?|months?"
+    r"|years?|hours?|minutes?|orders?|mal|stück|stk|tage?n?|wochen|veces|d[ií]as|semanas"
+    r"|fois|jours|vezes|dias|unidades|раз[а]?|дн(?:я|ей)|штук\w*|szt|razy|dni|gånger|dagar"
+    r"|keer|dagen|volte|giorni")
+# English number words, read into amounts ("fifteen dollars"); see NUMBER_WORDS_OTHER.
+NUMBER_WORDS_EN: dict[str, int] = {
+    "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+    "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13,
+    "fourteen": 14, "fifteen": 15, "sixteen": 16, "seventeen": 17, "eighteen": 18,
+    "nineteen": 19, "twenty": 20, "thirty": 30, "forty": 40, "fourty": 40, "fifty": 50,
+    "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90, "hundred": 100,
+    "thousand": 1_000, "million": 1_000_000}
+# Number words of the other languages (es, de, fr, pt, it, ru, pl, nl, sv): recognised so
+# that an amount written in them is asked about, never read as "no amount". Words that
+# are also articles ("ein", "un", "una", "um", "en", "een") are left out; the ones that
+# are also common words elsewhere (`AMBIGUOUS_NUMBER_WORDS`) count only right before a
+# currency ("due euro"), not after a money word ("the amount due").
+NUMBER_WORDS_OTHER = (
+    r"dos|tres|cuatro|cinco|seis|siete|ocho|nueve|diez|once|doce|trece|catorce|quince"
+    r"|dieci\w+|veint\w+|treinta|cuarenta|cincuenta|sesenta|setenta|ochenta|noventa|cien\w*"
+    r"|doscientos|trescientos|quinientos|mil"
+    r"|zwei|drei|vier|fünf|funf|sechs|sieben|acht|neun|zehn|elf|zwölf|zwolf"
+    r"|(?:drei|vier|fünf|sech|sieb|acht|neun)zehn"
+    r"|(?:\w+und)?(?:zwanzig|dreißig|dreissig|vierzig|fünfzig|funfzig|sechzig|siebzig|achtzig"
+    r"|neunzig)|\w*hundert\w*|\w*tausend\w*"
+    r"|deux|trois|quatre|cinq|sept|huit|neuf|dix|onze|douze|treize|quatorze|quinze|seize"
+    r"|vingt\w*|trente|quarante|cinquante|soixante\w*|cent"
+    r"|três|quatro|sete|oito|nove|dez|doze|treze|dezesseis|dezasseis|dezessete"
+    r"|dezassete|dezoito|dezenove|dezanove|vinte|trinta|quarenta|cinquenta|cem|cento|duzentos"
+    r"|due|tre|quattro|cinque|sei|sette|otto|dieci|undici|dodici|tredici|quindici|venti\w*"
+    r"|trenta|quaranta|cinquanta|mille"
+    r"|два|две|три|четыре|пять|шесть|семь|восемь|девять|десять|\w+надцать|двадцать|тридцать"
+    r"|сорок|пятьдесят|шестьдесят|семьдесят|восемьдесят|девяносто|сто|двести|триста|пятьсот"
+    r"|тысяч\w*"
+    r"|dwa|dwie|trzy|cztery|pięć|sześć|siedem|osiem|dziewięć|dziesięć|\w+naście|dwadzieścia"
+    r"|trzydzieści|czterdzieści|pięćdziesiąt|dwieście|tysiąc\w*"
+    r"|twee|drie|vier|vijf|zes|zeven|negen|tien|twaalf|dertien|veertien|vijftien|zestien"
+    r"|zeventien|achttien|negentien|twintig|dertig|veertig|vijftig|honderd|duizend"
+    r"|två|fyra|fem|sex|sju|åtta|nio|tio|elva|tolv|tretton|fjorton|femton|sexton|sjutton"
+    r"|arton|nitton|tjugo\w*|trettio|fyrtio|femtio|hundra|tusen")
+AMBIGUOUS_NUMBER_WORDS = frozenset({
+    "dos", "once", "mil", "elf", "acht", "sept", "cent", "due", "tre", "sei", "otto", "sex",
+    "fem", "tio", "tien", "zes", "nove", "sete", "dez", "cem", "vier", "mille", "sto"})
+# Vague quantities: "a few dollars", "refund half", "die Hälfte" — money named without a number.
+QUANTITY_WORDS = (
+    r"few|some|several|couple|half|part|portion|bit|little|hälfte|halbe\w*|mitad|moitié"
+    r"|metade|metà|половин\w*|часть|połow\w*|część|helft|hälften|teil\w*|parte|partie")
+# The customer asks for the whole amount ("full refund", "in full", "den vollen Betrag").
+FULL_REFUND = (
+    r"\bin\s+full\b|\bfull(?:y)?\s+(?:refund|amount|price|sum|payment|cost|money)\b"
+    r"|\brefund\s+(?:it\s+|them\s+)?(?:all|fully|completely|entirely)\b|\ball\s+of\s+it\b"
+    r"|\b(?:whole|entire|complete|total)\s+(?:refund|amount|order|price|sum|thing|cost)\b"
+    r"|\beverything\b|\bvoll(?:en|er|es|ständig\w*)?\s+(?:betrag|erstattung|preis|summe)\b"
+    r"|\bvollständig\b|\bgesamt(?:en|e)?\s+(?:betrag|preis|summe)\b|\bkomplett\b"
+    r"|\breembolso\s+(?:total|completo|íntegro)\b|\btodo\s+el\s+(?:dinero|importe)\b"
+    r"|\bremboursement\s+(?:total|intégral|complet)\b|\bintégralement\b|\bvalor\s+total\b"
+    r"|\breembolso\s+(?:integral|total)\b|\brimborso\s+(?:totale|completo|integrale)\b"
+    r"|полностью|всю\s+сумму|\bcał(?:ość|kowity|ą\s+kwotę)\b|\bvolledig\w*\b"
+    r"|\bhela\s+beloppet\b")
 
 # --- preferences ----------------------------------------------------------------------
 # (setting, inverted, regex): "inverted" topics ask for the opposite of the setting

@@ -4,17 +4,32 @@ Rules that hold whatever calls it:
 
 - Each refund request has an operation key made of case, order and amount. The key is
   UNIQUE in `refund_operations`; a repeated request with the same key returns the first
-  receipt marked `replayed: true` instead of writing again, and a held or rejected key
-  stays held or rejected.
-- A refund above `HOLD_ABOVE_CENTS` ($200) is held until a supervisor decides. Approved →
-  issued exactly once; rejected → never issued. A second decision replays the first when
-  it agrees and is refused (`already_decided`) when it does not.
+  receipt marked `replayed: true` instead of writing again, and a held, rejected or
+  closed key stays so.
+- The limits count what actually leaves, not one request: a refund is held for a
+  supervisor when the order's refunds issued without approval plus this one would pass
+  `HOLD_ABOVE_CENTS` ($200), or when the customer's refunds issued without approval on
+  the shop's day (all their orders) plus this one would pass `DAILY_CAP_CENTS` ($200).
+  Splitting a refund over requests, cases or orders therefore does not avoid the
+  supervisor. "Without approval" is counted conservatively: every refund row of the
+  order (or of the customer's orders that day) except those a supervisor approved, so a
+  refund written outside this service counts too.
+- Approved → issued exactly once; rejected → never issued. A second decision replays
+  the first when it agrees and is refused (`already_decided`) when it does not.
+- A held refund that can no longer be issued as asked (the order was refunded
+  meanwhile, so its amount exceeds what is left) is *closed* with code
+  `no_longer_refundable`: when a supervisor decides it, when another refund on the same
+  order takes the remainder below it, or when it is re-checked (`recheck`). It is never
+  issued later; the desk tells the customer on the held refund's case.
 - A refund never takes an order past its total: the remainder is re-checked, under a
   lock on the order row, in the transaction that issues it.
-- Hold, issue, replay and decide each happen in one database transaction. Concurrent
-  identical requests are serialised by the engine (SQLite: `BEGIN IMMEDIATE`;
-  PostgreSQL: the row lock on the order and the unique index on the key); the loser of a
-  race sees the winner's row and replays it.
+- Hold, issue, close, replay and decide each happen in one database transaction, which
+  locks the order row and then its customer's account row (PostgreSQL `SELECT … FOR
+  UPDATE`; SQLite takes its one write lock at `BEGIN IMMEDIATE`), so concurrent requests
+  on one order — or on two orders of one customer — check the limits one at a time and
+  each sees what its predecessors committed. Locks are always taken in that order
+  (order, account, operation rows), so two transactions never wait on each other in a
+  cycle. The loser of a race for one key sees the winner's row and replays it.
 
 Faults (for the task suite and tests): `FaultPlan.arm("lost_response")` makes the next
 call that issues a refund commit and then raise `ResponseLost` once, as a dropped
@@ -27,10 +42,10 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, date, datetime
-from typing import Literal
+from typing import Any, Literal
 
 from sqlalchemy import (
     Boolean,
@@ -42,6 +57,7 @@ from sqlalchemy import (
     MetaData,
     String,
     Table,
+    func,
     insert,
     select,
     update,
@@ -49,16 +65,22 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from handlers.observation import Observation, fail, success, warning
-from handlers.services.store import SqlStore
+from handlers.services.store import Order, SqlStore, accounts, orders, refunds
 from router.errors import InvalidInput, NotFound
 from router.telemetry.metrics import count_refund
 
 logger = logging.getLogger(__name__)
 
 HOLD_ABOVE_CENTS = 20_000
-OperationStatus = Literal["held", "issued", "rejected"]
-ApprovalFilter = Literal["held", "approved", "rejected", "all"]
+"""Per order: refunds issued without a supervisor's approval may total this much."""
+DAILY_CAP_CENTS = 20_000
+"""Per customer and shop day: refunds issued without approval on all their orders together."""
+SYSTEM = "system"
+"""`decided_by` of a held refund the service closed itself (found unissuable)."""
+OperationStatus = Literal["held", "issued", "rejected", "closed"]
+ApprovalFilter = Literal["held", "approved", "rejected", "closed", "all"]
 SupervisorDecision = Literal["approve", "reject"]
+HoldReason = Literal["order_limit", "daily_limit"]
 FAULTS = frozenset({"lost_response"})
 
 metadata = MetaData()
@@ -131,7 +153,7 @@ class FaultPlan:
 
 
 def _observe(receipt: Receipt) -> None:
-    """Count and log a refund operation once it is committed (held, issued or rejected).
+    """Count and log a refund operation once it is committed (held, issued, rejected, closed).
 
     The log line names the order; the JSON log formatter masks order ids unless the
     retention setting allows customer data.
@@ -145,6 +167,20 @@ def operation_key(case_id: str, order_id: str, amount_cents: int) -> str:
     return f"{case_id}:{order_id.upper()}:{amount_cents}"
 
 
+def hold_reason(amount_cents: int, *, order_unapproved_cents: int,
+                day_unapproved_cents: int) -> HoldReason | None:
+    """Why a refund needs a supervisor, or None: the limits count what has already left.
+
+    `order_unapproved_cents`: the order's refunds issued without approval;
+    `day_unapproved_cents`: the customer's refunds issued without approval today.
+    """
+    if order_unapproved_cents + amount_cents > HOLD_ABOVE_CENTS:
+        return "order_limit"
+    if day_unapproved_cents + amount_cents > DAILY_CAP_CENTS:
+        return "daily_limit"
+    return None
+
+
 def _receipt(row: object, *, replayed: bool = False) -> Receipt:
     m = row._mapping  # type: ignore[attr-defined]
     return Receipt(operation=m["id"], key=m["key"], case_id=m["case_id"],
@@ -154,9 +190,9 @@ def _receipt(row: object, *, replayed: bool = False) -> Receipt:
                    decision=m["decision"], decided_by=m["decided_by"], replayed=replayed)
 
 
-def receipt_observation(receipt: Receipt) -> Observation:
+def receipt_observation(receipt: Receipt, **extra: Any) -> Observation:
     """The observation for a receipt, whether fresh or replayed."""
-    facts = receipt.as_artifacts()
+    facts = receipt.as_artifacts() | extra
     again = " (replayed: this request was already handled)" if receipt.replayed else ""
     if receipt.status == "issued" and receipt.decision == "approve":
         return success("refund_approved", f"refund {receipt.refund_id} issued after approval"
@@ -167,6 +203,11 @@ def receipt_observation(receipt: Receipt) -> Observation:
         return warning("refund_held", f"refund held for a supervisor; nothing issued{again}",
                        hint="a supervisor approves or rejects it",
                        next_actions=["await_supervisor"], **facts)
+    if receipt.status == "closed":
+        return warning("no_longer_refundable",
+                       f"held refund closed: the order no longer has {receipt.amount_cents} "
+                       f"cents left to refund; nothing issued{again}",
+                       hint="the customer may ask again for what is left", **facts)
     return warning("refund_rejected", f"a supervisor rejected the refund; nothing issued{again}",
                    **facts)
 
@@ -181,7 +222,6 @@ class RefundService:
         self._now = now
         self.faults = faults or FaultPlan()
 
-
     # -- reads ------------------------------------------------------------------------
 
     def get(self, operation: str) -> Receipt | None:
@@ -193,19 +233,29 @@ class RefundService:
 
     def for_case(self, case_id: str) -> list[Receipt]:
         query = (select(refund_operations).where(refund_operations.c.case_id == case_id)
-                 .order_by(refund_operations.c.created_at))
+                 .order_by(refund_operations.c.created_at, refund_operations.c.id))
+        with self._engine.connect() as conn:
+            return [_receipt(r) for r in conn.execute(query)]
+
+    def closed_on(self, order_ids: Iterable[str]) -> list[Receipt]:
+        """The closed (no longer refundable) operations on these orders, oldest first."""
+        ids = sorted({o.upper() for o in order_ids})
+        if not ids:
+            return []
+        ops = refund_operations.c
+        query = (select(refund_operations)
+                 .where(ops.order_id.in_(ids), ops.status == "closed")
+                 .order_by(ops.created_at, ops.id))
         with self._engine.connect() as conn:
             return [_receipt(r) for r in conn.execute(query)]
 
     def approvals(self, status: ApprovalFilter = "held") -> list[Receipt]:
         ops = refund_operations.c
         query = select(refund_operations).where(ops.requires_approval.is_(True))
-        if status == "held":
-            query = query.where(ops.status == "held")
-        elif status == "approved":
-            query = query.where(ops.decision == "approve")
-        elif status == "rejected":
-            query = query.where(ops.status == "rejected")
+        if status == "approved":
+            query = query.where(ops.decision == "approve", ops.status == "issued")
+        elif status != "all":
+            query = query.where(ops.status == status)
         with self._engine.connect() as conn:
             return [_receipt(r) for r in conn.execute(query.order_by(ops.created_at, ops.id))]
 
@@ -218,20 +268,31 @@ class RefundService:
             raise InvalidInput(f"refund amount must be positive, got {amount_cents} cents",
                                code="invalid_amount")
         key = operation_key(case_id, order_id, amount_cents)
+        extra: dict[str, Any] = {}
+        closed: list[Receipt] = []
         try:
             with self._engine.begin() as conn:
-                # Lock the order first: requests for one order run one at a time, and a
-                # request that waited sees the key its predecessor committed.
-                order = self._store.order(order_id, conn=conn, lock=True)
+                # Lock the order (and its customer) first: requests for one order or one
+                # customer run one at a time, and a request that waited sees the key and
+                # the refunds its predecessors committed.
+                order = self._lock_order(conn, order_id)
                 receipt = self._by_key(conn, key)
                 if receipt is None:
-                    refused = self._check_remaining(conn, order_id, amount_cents)
+                    if order is None:
+                        return fail("order_not_found", f"no order {order_id}", retry=False,
+                                    stop=True, order_id=order_id)
+                    refused = self._check_remaining(conn, order, amount_cents)
                     if refused is not None:
                         return refused
-                    assert order is not None
+                    reason_held = self._hold_reason(conn, order, amount_cents)
                     receipt = self._insert(conn, key=key, case_id=case_id, order_id=order.id,
                                            account_id=account_id, amount_cents=amount_cents,
-                                           reason=reason)
+                                           reason=reason, held=reason_held is not None)
+                    if reason_held is not None:
+                        extra = {"hold_reason": reason_held, "limit_cents": HOLD_ABOVE_CENTS
+                                 if reason_held == "order_limit" else DAILY_CAP_CENTS}
+                    else:
+                        closed = self._close_unissuable(conn, order, decided_by=SYSTEM)
         except IntegrityError:
             # Lost a race for the same key: the winner's row is committed; replay it.
             with self._engine.connect() as conn:
@@ -240,11 +301,12 @@ class RefundService:
                 raise
         if not receipt.replayed:  # committed just now (a replay was counted the first time)
             _observe(receipt)
-        return self._answer(receipt)
+        for other in closed:
+            _observe(other)
+        return self._answer(receipt, **extra)
 
     def _insert(self, conn: Connection, *, key: str, case_id: str, order_id: str,
-                account_id: str, amount_cents: int, reason: str) -> Receipt:
-        held = amount_cents > HOLD_ABOVE_CENTS
+                account_id: str, amount_cents: int, reason: str, held: bool) -> Receipt:
         op_id = f"op-{uuid.uuid4().hex[:16]}"
         conn.execute(insert(refund_operations).values(
             id=op_id, key=key, case_id=case_id, order_id=order_id, account_id=account_id,
@@ -261,31 +323,41 @@ class RefundService:
         assert receipt is not None
         return replace(receipt, replayed=False)
 
-    def _answer(self, receipt: Receipt) -> Observation:
+    def _answer(self, receipt: Receipt, **extra: Any) -> Observation:
         """The observation for a committed receipt — unless the fault plan loses it."""
         if receipt.status == "issued" and self.faults.take("lost_response"):
             raise ResponseLost(f"connection lost after committing {receipt.operation}")
-        return receipt_observation(receipt)
+        return receipt_observation(receipt, **extra)
 
     def decide(self, operation: str, decision: str, *, supervisor: str) -> Observation:
-        """Apply a supervisor's decision to a held refund, exactly once."""
+        """Apply a supervisor's decision to a held refund, exactly once.
+
+        Approving a refund the order can no longer pay (it was refunded meanwhile)
+        closes it (`no_longer_refundable`) instead of leaving it held.
+        """
         if decision not in ("approve", "reject"):
             raise InvalidInput(f"decision must be 'approve' or 'reject', not {decision!r}",
                                code="invalid_decision")
         if not supervisor.strip():
             raise InvalidInput("supervisor name is empty", code="invalid_supervisor")
         ops = refund_operations.c
+        closed: list[Receipt] = []
         with self._engine.begin() as conn:
+            found = conn.execute(select(ops.order_id).where(ops.id == operation)).first()
+            if found is None:
+                raise NotFound(f"no refund operation {operation!r}", code="unknown_operation")
+            order = self._lock_order(conn, found.order_id)
             row = conn.execute(
                 select(refund_operations).where(ops.id == operation).with_for_update()
             ).first()
-            if row is None:
-                raise NotFound(f"no refund operation {operation!r}", code="unknown_operation")
+            assert row is not None  # operations are never deleted
             current = _receipt(row)
             if not current.requires_approval:
                 return fail("not_awaiting_approval",
                             f"{operation} was issued without approval; nothing to decide",
                             retry=False, stop=True, **current.as_artifacts())
+            if current.status == "closed":  # nothing can be issued, whatever is decided
+                return self._answer(replace(current, replayed=True))
             if current.decision is not None:
                 if current.decision == decision:
                     return self._answer(replace(current, replayed=True))
@@ -298,19 +370,42 @@ class RefundService:
             if decision == "reject":
                 conn.execute(update(refund_operations).where(ops.id == operation)
                              .values(status="rejected", **decided))
+            elif order is None or self._remaining(conn, order) < current.amount_cents:
+                conn.execute(update(refund_operations).where(ops.id == operation)
+                             .values(status="closed", **decided))
             else:
-                refused = self._check_remaining(conn, current.order_id, current.amount_cents)
-                if refused is not None:
-                    return refused
                 refund = self._store.add_refund(current.order_id, current.amount_cents,
                                                 row._mapping["reason"], today=self._today,
                                                 conn=conn)
                 conn.execute(update(refund_operations).where(ops.id == operation)
                              .values(status="issued", refund_id=refund.id, **decided))
+                closed = self._close_unissuable(conn, order, decided_by=SYSTEM)
             receipt = self._by_key(conn, current.key)
         assert receipt is not None
         _observe(receipt)  # committed: a repeated decision returned above as a replay
+        for other in closed:
+            _observe(other)
         return self._answer(replace(receipt, replayed=False))
+
+    def recheck(self, operation: str) -> Receipt | None:
+        """A refund operation as it stands now; a held one the order can no longer pay is
+        closed first. `replayed` is False only when this call closed it."""
+        ops = refund_operations.c
+        closed: list[Receipt] = []
+        with self._engine.begin() as conn:
+            found = conn.execute(select(ops.order_id, ops.status)
+                                 .where(ops.id == operation)).first()
+            if found is None:
+                return None
+            if found.status == "held":
+                order = self._lock_order(conn, found.order_id)
+                if order is not None:
+                    closed = self._close_unissuable(conn, order, decided_by=SYSTEM,
+                                                    only=operation)
+            row = conn.execute(select(refund_operations).where(ops.id == operation)).first()
+        for receipt in closed:
+            _observe(receipt)
+        return _receipt(row, replayed=not closed)
 
     # -- helpers ----------------------------------------------------------------------
 
@@ -321,20 +416,61 @@ class RefundService:
         ).first()
         return _receipt(row, replayed=True) if row else None
 
-    def _check_remaining(self, conn: Connection, order_id: str,
-                         amount_cents: int) -> Observation | None:
-        """Lock the order and refuse an amount past what is left to refund."""
+    def _lock_order(self, conn: Connection, order_id: str) -> Order | None:
+        """Lock the order row, then its customer's account row (always in this order)."""
         order = self._store.order(order_id, conn=conn, lock=True)
-        if order is None:
-            return fail("order_not_found", f"no order {order_id}", retry=False, stop=True,
-                        order_id=order_id)
-        remaining = order.total_cents - self._store.refunded_cents(order.id, conn=conn)
+        if order is not None:
+            conn.execute(select(accounts.c.id).where(accounts.c.id == order.account_id)
+                         .with_for_update())
+        return order
+
+    def _remaining(self, conn: Connection, order: Order) -> int:
+        return order.total_cents - self._store.refunded_cents(order.id, conn=conn)
+
+    def _check_remaining(self, conn: Connection, order: Order,
+                         amount_cents: int) -> Observation | None:
+        """Refuse an amount past what is left to refund (the order is locked)."""
+        remaining = self._remaining(conn, order)
         if amount_cents > remaining:
             return fail("exceeds_refundable",
                         f"{amount_cents} cents asked, {remaining} cents left on {order.id}",
                         retry=False, stop=True, order_id=order.id,
                         amount_cents=amount_cents, remaining_cents=remaining)
         return None
+
+    def _hold_reason(self, conn: Connection, order: Order, amount_cents: int) -> HoldReason | None:
+        approved = (select(refund_operations.c.refund_id)
+                    .where(refund_operations.c.decision == "approve",
+                           refund_operations.c.refund_id.is_not(None)))
+        unapproved = (select(func.coalesce(func.sum(refunds.c.amount_cents), 0))
+                      .where(refunds.c.id.not_in(approved)))
+        on_order = conn.execute(unapproved.where(refunds.c.order_id == order.id)).scalar_one()
+        today = conn.execute(
+            unapproved.join(orders, orders.c.id == refunds.c.order_id)
+            .where(orders.c.account_id == order.account_id,
+                   refunds.c.created_on == self._today)).scalar_one()
+        return hold_reason(amount_cents, order_unapproved_cents=int(on_order),
+                           day_unapproved_cents=int(today))
+
+    def _close_unissuable(self, conn: Connection, order: Order, *, decided_by: str,
+                          only: str | None = None) -> list[Receipt]:
+        """Close the order's held refunds that exceed what is left (the order is locked)."""
+        ops = refund_operations.c
+        remaining = self._remaining(conn, order)
+        query = select(refund_operations).where(
+            ops.order_id == order.id, ops.status == "held", ops.amount_cents > remaining)
+        if only is not None:
+            query = query.where(ops.id == only)
+        rows = conn.execute(query.order_by(ops.created_at, ops.id).with_for_update()).all()
+        closed = []
+        for row in rows:
+            conn.execute(update(refund_operations).where(ops.id == row.id)
+                         .values(status="closed", decided_by=decided_by,
+                                 decided_at=self._now()))
+            receipt = self._by_key(conn, row.key)
+            assert receipt is not None
+            closed.append(replace(receipt, replayed=False))
+        return closed
 
 
 def retry_lost_responses(call: Callable[[], Observation], *, attempts: int = 3) -> Observation:

@@ -134,3 +134,44 @@ def test_identity_answer_completes_a_preference_change(desk: SupportDesk,
     assert [(r["account_id"], r["key"], r["value"]) for r in
             _changed(before, snapshot(engine), "preferences")] == [
         ("A-101", "marketing_emails", "off")]
+
+
+# -- markup and other characters no address holds are refused, never stored --------------
+
+DMITRI = "Hi, dmitri.sokolov@example.com."
+
+
+@pytest.mark.parametrize(("address", "field"), [
+    ("<script>alert(1)</script> Street 12, 10119 Berlin, Germany", "street and house number"),
+    ("Main Street 12, 10119 &lt;b&gt;Berlin, Germany", "city"),
+    ("Main Street &#60;12, 10119 Berlin, Germany", "street and house number"),
+    ("javascript:alert(1) Street 12, 10119 Berlin, Germany", "street and house number"),
+    ("Main\u200b Street 12, 10119 Berlin, Germany", "street and house number"),
+    ("Main Street {{7*7}}, 10119 Berlin, Germany", "street and house number"),
+    ("Main Street 12, 10119 Ber\x07lin, Germany", "city"),
+])
+def test_an_address_with_markup_or_strange_characters_is_refused(
+        desk: SupportDesk, engine: Engine, address: str, field: str) -> None:
+    before = snapshot(engine)
+    out = _send(desk, f"{DMITRI} My new shipping address is {address}")
+    assert out.status == "awaiting_customer"
+    assert out.actions[-1]["code"] == "address_unsafe"
+    assert field in out.actions[-1]["artifacts"]["fields"]
+    assert snapshot(engine) == before
+    for piece in ("<", ">", "script", "&lt", "&#", "{{", "\x07"):
+        assert piece not in out.reply
+    assert "plain text" in out.reply and "Nothing has been changed" in out.reply
+    context = desk.cases.get(out.case_id).context
+    assert "address" not in context  # nothing of the refused address is kept
+
+
+def test_the_plain_answer_after_a_refused_address_is_stored(desk: SupportDesk,
+                                                           engine: Engine) -> None:
+    before = snapshot(engine)
+    first = _send(desk, f"{DMITRI} My new shipping address is <script>alert(1)</script> "
+                        "Street 12, 10119 Berlin, Germany")
+    second = _send(desk, "Torstraße 1, 10119 Berlin, Germany", case_id=first.case_id)
+    assert second.status == "resolved"
+    assert _changed(before, snapshot(engine), "addresses") == [
+        {"id": 7, "account_id": "A-103", "kind": "shipping", "line1": "Torstraße 1",
+         "city": "Berlin", "postal_code": "10119", "country": "DE"}]

@@ -58,6 +58,7 @@ SAMPLE = {
     "changes": {"language": "es"}, "unchanged": {"sms_notifications": "on"},
     "unsupported": ["dark mode"], "answer": "Returns are free.", "placed_on": "2026-01-01",
     "text": "Returns are free.", "ttl_minutes": 10, "attempts_left": 4,
+    "unreadable": ["$1e5"], "fields": ["street and house number"],
 }
 
 
@@ -71,3 +72,30 @@ def test_every_template_fills_from_artifacts(code: str, caplog: pytest.LogCaptur
 def test_a_missing_field_is_logged_not_raised(caplog: pytest.LogCaptureFixture) -> None:
     assert render(success("refund_issued", "x")) is not None
     assert "missing" in caplog.text
+
+
+@pytest.mark.parametrize("code", sorted(c for c in TEMPLATES if not c.endswith("_replayed")))
+def test_no_template_echoes_markup(code: str) -> None:
+    """Whatever an artifact holds, a reply carries no tag, entity or script URL."""
+    attack = "<script>alert(1)</script>&lt;b&gt;&#60;javascript:x\x07"
+    hostile = {k: (attack if isinstance(v, str)
+                   else [attack] if isinstance(v, list) and isinstance(v[0], str) else v)
+               for k, v in SAMPLE.items()}
+    hostile["changes"] = {"language": attack}
+    reply = render(warning(code, "x", **hostile))
+    assert reply is not None
+    for piece in ("<", ">", "&lt", "&#", "javascript:", "\x07"):
+        assert piece not in reply
+
+
+def test_closed_refund_reply_says_nothing_was_issued() -> None:
+    reply = render(warning("no_longer_refundable", "closed", **{**RECEIPT, "refund_id": None}))
+    assert "$350.00" in reply and "O-2002" in reply and "can no longer be issued" in reply
+    assert "Nothing has been issued" in reply and "op-1" in reply
+
+
+def test_unreadable_amount_reply_quotes_what_it_could_not_read() -> None:
+    reply = render(fail("amount_unreadable", "?", retry=False, stop=True, order_id="O-1001",
+                        unreadable=["$1e5", "refund 20"]))
+    assert reply.startswith('I couldn\'t read "$1e5" and "refund 20" as an amount.')
+    assert "O-1001" in reply and "?" in reply and "Nothing has been refunded" in reply
