@@ -43,12 +43,13 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from handlers.services.store import BUSINESS_TABLES, snapshot
 from router.app.bootstrap import build_services
 from router.app.conversation import IncomingMessage
 from router.app.services import Services
+from router.contracts import DecisionRoute
 from router.errors import InvalidInput, SupportRouterError
 from router.settings import Settings
 
@@ -207,7 +208,9 @@ def _drive(services: Services, task: Task, result: dict[str, Any], *,
     case_id = None
     for index, text in enumerate(task.messages):
         hint = task.expected_route(index)
-        kind = hint if route_hints and hint in ("refund", "account", "other") else None
+        kind: DecisionRoute | None = None
+        if route_hints and hint in ("refund", "account", "other"):
+            kind = cast("DecisionRoute", hint)  # one of the routes just checked
         message = IncomingMessage(text=text, case_id=case_id, customer=task.customer,
                                   kind=kind)
         try:
