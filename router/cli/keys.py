@@ -8,11 +8,11 @@ Mounted by `router.cli.main`.
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import Annotated, cast
 
 import typer
 
-from router.access import ROLES, ApiKey, hash_key, new_key
+from router.access import ROLES, ApiKey, Role, hash_key, new_key
 from router.settings import get_settings
 
 keys_app = typer.Typer(help="API keys and their roles.", no_args_is_help=True)
@@ -37,7 +37,8 @@ def new(
         raise typer.Exit(2)
     key = new_key()
     try:
-        entry = ApiKey(name=name, sha256=hash_key(key), roles=tuple(dict.fromkeys(role)))
+        roles = cast("tuple[Role, ...]", tuple(dict.fromkeys(role)))  # unknown ones refused above
+        entry = ApiKey(name=name, sha256=hash_key(key), roles=roles)
     except ValueError as exc:
         typer.echo(f"error (invalid_key_entry): {exc}", err=True)
         raise typer.Exit(2) from exc
