@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 from scipy.stats import chi2_contingency, chisquare
@@ -31,7 +32,8 @@ CONFIDENCE_QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9)
 OUTCOME_NAMES = ("resolved", "awaiting_customer", "awaiting_approval", "handed_off")
 
 
-def sample_ratio_check(observed: dict[str, int], expected_shares: dict[str, float]) -> dict:
+def sample_ratio_check(observed: dict[str, int], expected_shares: dict[str, float]
+                       ) -> dict[str, Any]:
     """Chi-square goodness-of-fit of the traffic split against the configured weights.
 
     Parameters
@@ -57,7 +59,7 @@ def sample_ratio_check(observed: dict[str, int], expected_shares: dict[str, floa
             "p_value": float(result.pvalue), "mismatch": bool(result.pvalue < SRM_P)}
 
 
-def _shadow(row: dict) -> dict:
+def _shadow(row: dict[str, Any]) -> dict[str, Any]:
     try:
         data = json.loads(row.get("shadow") or "{}")
     except json.JSONDecodeError:
@@ -66,7 +68,7 @@ def _shadow(row: dict) -> dict:
     return variants if isinstance(variants, dict) else {}
 
 
-def _confidence(values: list[float]) -> dict:
+def _confidence(values: list[float]) -> dict[str, Any]:
     if not values:
         return {"n": 0}
     arr = np.asarray(values, dtype=float)
@@ -76,7 +78,7 @@ def _confidence(values: list[float]) -> dict:
             "histogram_10_bins": hist.tolist()}
 
 
-def _variant_figures(rows: list[dict], shadow_names: list[str]) -> dict:
+def _variant_figures(rows: list[dict[str, Any]], shadow_names: list[str]) -> dict[str, Any]:
     n = len(rows)
     routes = Counter(r["route"] for r in rows)
     agreement = {}
@@ -108,13 +110,14 @@ def _stub_policy(version: str, model: str, threshold: float) -> Policy:
                   threshold=threshold)
 
 
-def _labelled(rows: list[dict], labels: Mapping[str, str], shadow_names: list[str], *,
-              cost_misroute: float, cost_clarify: float, n_boot: int, seed: int) -> dict:
+def _labelled(rows: list[dict[str, Any]], labels: Mapping[str, str], shadow_names: list[str], *,
+              cost_misroute: float, cost_clarify: float, n_boot: int, seed: int) -> dict[str, Any]:
     """Routing rates per live variant and live-vs-shadow paired comparisons."""
     scored = [r for r in rows if r["request_id"] in labels and r.get("choice") is not None]
-    out: dict = {"n": len(scored), "note": "model decisions only (rule decisions left out)",
-                 "variants": {}, "shadow_vs_live": {}}
-    by_variant: dict[str, list[dict]] = {}
+    out: dict[str, Any] = {
+        "n": len(scored), "note": "model decisions only (rule decisions left out)",
+        "variants": {}, "shadow_vs_live": {}}
+    by_variant: dict[str, list[dict[str, Any]]] = {}
     for r in scored:
         by_variant.setdefault(r["variant"], []).append(r)
     for name, subset in sorted(by_variant.items()):
@@ -147,7 +150,7 @@ def _labelled(rows: list[dict], labels: Mapping[str, str], shadow_names: list[st
     return out
 
 
-def horizon_status(n: int, planned: int | None) -> dict:
+def horizon_status(n: int, planned: int | None) -> dict[str, Any]:
     """Where the experiment stands against its pre-registered (fixed) sample size."""
     warning = ("fixed-horizon test: p-values are valid once, at the planned sample size; "
                "looking repeatedly and stopping at the first small p-value inflates false "
@@ -161,10 +164,11 @@ def horizon_status(n: int, planned: int | None) -> dict:
                         "planned sample size reached: read the tests now, once")}
 
 
-def ab_report(rows: list[dict], *, experiment: str, expected_shares: dict[str, float] | None,
-              planned_requests: int | None = None, labels: Mapping[str, str] | None = None,
+def ab_report(rows: list[dict[str, Any]], *, experiment: str,
+              expected_shares: dict[str, float] | None, planned_requests: int | None = None,
+              labels: Mapping[str, str] | None = None,
               cost_misroute: float = 10.0, cost_clarify: float = 1.0, n_boot: int = 1000,
-              seed: int = 0) -> dict:
+              seed: int = 0) -> dict[str, Any]:
     """Every figure of the experiment report.
 
     Parameters
@@ -191,7 +195,7 @@ def ab_report(rows: list[dict], *, experiment: str, expected_shares: dict[str, f
     """
     notes = []
     rows = [r for r in rows if r.get("experiment") == experiment]
-    variant_rows: dict[str, list[dict]] = {}
+    variant_rows: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         variant_rows.setdefault(r.get("variant") or "(none)", []).append(r)
     if expected_shares is None:
@@ -231,7 +235,7 @@ def ab_report(rows: list[dict], *, experiment: str, expected_shares: dict[str, f
     return report
 
 
-def format_ab_report(report: dict) -> str:
+def format_ab_report(report: dict[str, Any]) -> str:
     """The report as plain text for the terminal."""
     t = report["traffic"]
     lines = [f"experiment {report['experiment']}: {report['n']} requests",

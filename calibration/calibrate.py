@@ -11,6 +11,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 import numpy as np
 
@@ -38,7 +39,15 @@ from calibration.recalibrate import (
     label_indices,
 )
 from calibration.splits import PartIndex, assign_parts
-from router.contracts import Calibrator, CalibratorKind, Guarantee, Policy, PolicyData, PolicyModel
+from router.contracts import (
+    Calibrator,
+    CalibratorKind,
+    Guarantee,
+    Policy,
+    PolicyData,
+    PolicyModel,
+    Route,
+)
 from router.errors import CalibrationError
 
 NEVER_ROUTE = 1.01
@@ -199,10 +208,10 @@ def format_not_certified(results: dict[str, Certification], n_certify: int) -> s
 def _policy(certifications: dict[str, Certification], calibrator: Calibrator, model: PolicyModel,
             parts: PartIndex, options: CalibrateOptions, now: datetime,
             labels_sha: str | None) -> Policy:
-    per_route: dict[str, float] | None
-    if options.per_route:
-        per_route = {r: (c.threshold if c.threshold is not None else NEVER_ROUTE)
-                     for r, c in certifications.items()}
+    per_route: dict[Route, float] | None
+    if options.per_route:  # `certify_per_route` certified each route of PER_ROUTE
+        thresholds = {r: certifications[r].threshold for r in PER_ROUTE}
+        per_route = {r: (t if t is not None else NEVER_ROUTE) for r, t in thresholds.items()}
         threshold = max(t for t in per_route.values() if t <= 1.0)
         method = (f"learn-then-test, fixed sequence, binomial tail; per route "
                   f"(Bonferroni: delta/{len(PER_ROUTE)} each)")
@@ -227,8 +236,8 @@ def _policy(certifications: dict[str, Certification], calibrator: Calibrator, mo
         created_at=now,
         model=model,
         calibrator=calibrator,
-        threshold=threshold,  # type: ignore[arg-type]
-        per_route_thresholds=per_route,  # type: ignore[arg-type]
+        threshold=threshold,
+        per_route_thresholds=per_route,
         min_margin=options.min_margin,
         guarantee=guarantee,
         data=PolicyData(labels_sha=labels_sha, n_fit=len(parts.fit),
@@ -253,7 +262,7 @@ def format_certification_notes(certifications: dict[str, Certification]) -> str:
 
 def _test_metrics(labels: np.ndarray, y: np.ndarray, probabilities: np.ndarray,
                   test: np.ndarray, policy: Policy, options: CalibrateOptions
-                  ) -> tuple[dict, dict, dict]:
+                  ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """Calibration before/after and routing at the policy, on the test part only."""
     if len(test) == 0:
         return {}, {}, {"n": 0}

@@ -69,8 +69,9 @@ class ThresholdCurve:
 
     @property
     def misroute_rate_routed(self) -> np.ndarray:
-        return np.divide(self.misroutes, self.routed, out=np.zeros(len(self.routed)),
-                         where=self.routed > 0)
+        rate: np.ndarray = np.divide(self.misroutes, self.routed,
+                                     out=np.zeros(len(self.routed)), where=self.routed > 0)
+        return rate
 
     @property
     def coverage(self) -> np.ndarray:
@@ -401,4 +402,4 @@ def _routed_needed(rate: float, *, alpha: float, delta: float) -> int:
         low, high = high, high * 10
         if high > 1e12:
             return int(1e12)
-    return math.ceil(brentq(excess, low, high, xtol=0.5))
+    return math.ceil(float(brentq(excess, low, high, xtol=0.5)))

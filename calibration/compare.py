@@ -19,7 +19,9 @@ Definitions used below:
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from statsmodels.stats.contingency_tables import SquareTable, mcnemar
@@ -79,7 +81,7 @@ def run_router(name: str, labels: np.ndarray, probabilities: np.ndarray,
                      outcomes(labels, scored.choices, scored.routed))
 
 
-def mcnemar_exact(right_a: np.ndarray, right_b: np.ndarray) -> dict:
+def mcnemar_exact(right_a: np.ndarray, right_b: np.ndarray) -> dict[str, Any]:
     """Exact McNemar test on paired right/not-right outcomes.
 
     Parameters
@@ -101,7 +103,7 @@ def mcnemar_exact(right_a: np.ndarray, right_b: np.ndarray) -> dict:
             "statistic": float(result.statistic), "p_value": float(result.pvalue)}
 
 
-def stuart_maxwell(table: np.ndarray) -> dict:
+def stuart_maxwell(table: np.ndarray) -> dict[str, float]:
     """Stuart–Maxwell test that a square table's row and column margins are equal.
 
     Parameters
@@ -131,11 +133,12 @@ def cost_per_row(outcome: np.ndarray, *, cost_misroute: float, cost_clarify: flo
                  ) -> np.ndarray:
     """Cost of each request, shape (n,): misroutes and needless clarifications."""
     outcome = np.asarray(outcome)
-    return (cost_misroute * (outcome == "misroute")
-            + cost_clarify * (outcome == "clarify_unneeded")).astype(float)
+    cost: np.ndarray = (cost_misroute * (outcome == "misroute")
+                        + cost_clarify * (outcome == "clarify_unneeded")).astype(float)
+    return cost
 
 
-def _resample_batches(n: int, n_boot: int, seed: int):
+def _resample_batches(n: int, n_boot: int, seed: int) -> Iterator[np.ndarray]:
     """Bootstrap weights (b, n): how often each request id was drawn, in batches."""
     rng = np.random.default_rng(seed)
     batch = max(1, min(n_boot, _BATCH_VALUES // max(n, 1)))
@@ -145,7 +148,7 @@ def _resample_batches(n: int, n_boot: int, seed: int):
         yield np.stack([np.bincount(row, minlength=n) for row in draws]).astype(float)
 
 
-def _interval(draws: np.ndarray, value: float, level: float) -> dict:
+def _interval(draws: np.ndarray, value: float, level: float) -> dict[str, float | list[float]]:
     tail = (1.0 - level) / 2 * 100
     return {"value": float(value), "ci95": [float(np.percentile(draws, tail)),
                                             float(np.percentile(draws, 100 - tail))]}
@@ -169,7 +172,7 @@ PER_ROUTER_METRICS = ("accuracy", "misroute_rate_routed", "coverage", "clarify_r
 
 def paired_bootstrap(labels: np.ndarray, a: RouterRun, b: RouterRun, *, cost_misroute: float,
                      cost_clarify: float, n_boot: int = 1000, level: float = 0.95,
-                     seed: int = 0) -> dict:
+                     seed: int = 0) -> dict[str, Any]:
     """Per-router metrics and the B − A cost difference, with paired bootstrap intervals.
 
     Parameters
@@ -198,7 +201,7 @@ def paired_bootstrap(labels: np.ndarray, a: RouterRun, b: RouterRun, *, cost_mis
         for weights in _resample_batches(n, n_boot, seed):
             for k, c in enumerate(cols):
                 draws[k].append(_figures(weights @ c, np.full(len(weights), float(n))))
-    out: dict = {}
+    out: dict[str, Any] = {}
     for k, run in enumerate((a, b)):
         out[run.name] = {
             m: _interval(np.concatenate([d[m] for d in draws[k]]) if n else np.zeros(1),
@@ -211,12 +214,13 @@ def paired_bootstrap(labels: np.ndarray, a: RouterRun, b: RouterRun, *, cost_mis
     return out
 
 
-def _matrix(first: np.ndarray, second: np.ndarray, categories: tuple[str, ...]) -> list:
+def _matrix(first: np.ndarray, second: np.ndarray, categories: Sequence[object]
+            ) -> list[list[int]]:
     return [[int(np.sum((first == r) & (second == c))) for c in categories] for r in categories]
 
 
 def _differences(ids: np.ndarray, labels: np.ndarray, a: RouterRun, b: RouterRun,
-                 mask: np.ndarray) -> list[dict]:
+                 mask: np.ndarray) -> list[dict[str, Any]]:
     return [{"id": str(ids[i]), "label": str(labels[i]),
              "a": {"decision": str(a.decisions[i]), "choice": str(a.choices[i]),
                    "confidence": float(a.confidences[i]), "outcome": str(a.outcome[i])},
@@ -225,20 +229,20 @@ def _differences(ids: np.ndarray, labels: np.ndarray, a: RouterRun, b: RouterRun
             for i in np.flatnonzero(mask)]
 
 
-def _certified_coverage(a: RouterRun, b: RouterRun, boot: dict) -> dict:
+def _certified_coverage(a: RouterRun, b: RouterRun, boot: dict[str, Any]) -> dict[str, Any]:
     """Coverage at each router's own certified α, when both policies carry a guarantee."""
     guarantees = {r.name: r.policy.guarantee for r in (a, b)}
     if any(g is None for g in guarantees.values()):
         missing = [name for name, g in guarantees.items() if g is None]
         return {"available": False,
                 "note": f"no guarantee in the policy of {', '.join(missing)}"}
-    out: dict = {"available": True}
+    out: dict[str, Any] = {"available": True}
     for run in (a, b):
         g = run.policy.guarantee
         assert g is not None
         out[run.name] = {"alpha": g.alpha, "delta": g.delta, "upper_bound": g.upper_bound,
                          "coverage": boot[run.name]["coverage"]}
-    same = guarantees[a.name].alpha == guarantees[b.name].alpha  # type: ignore[union-attr]
+    same = out[a.name]["alpha"] == out[b.name]["alpha"]
     out["note"] = ("both certified at the same α: the router with more coverage routes more "
                    "at the same promise" if same else
                    "the routers promise different α: compare coverage knowing that")
@@ -248,7 +252,7 @@ def _certified_coverage(a: RouterRun, b: RouterRun, boot: dict) -> dict:
 def compare_routers(ids: np.ndarray, labels: np.ndarray, a: RouterRun, b: RouterRun, *,
                     cost_misroute: float = 10.0, cost_clarify: float = 1.0,
                     certified_on_rows: dict[str, bool] | None = None, n_boot: int = 1000,
-                    seed: int = 0) -> dict:
+                    seed: int = 0) -> dict[str, Any]:
     """Every figure of the offline comparison of router A and router B.
 
     Parameters
@@ -274,7 +278,7 @@ def compare_routers(ids: np.ndarray, labels: np.ndarray, a: RouterRun, b: Router
     ids, labels = np.asarray(ids), np.asarray(labels)
     boot = paired_bootstrap(labels, a, b, cost_misroute=cost_misroute,
                             cost_clarify=cost_clarify, n_boot=n_boot, seed=seed)
-    transitions = np.array(_matrix(a.three, b.three, (0, 1, 2)))  # type: ignore[arg-type]
+    transitions = np.array(_matrix(a.three, b.three, (0, 1, 2)))
     notes = []
     for name, certified in (certified_on_rows or {}).items():
         if certified:
@@ -313,7 +317,7 @@ def compare_routers(ids: np.ndarray, labels: np.ndarray, a: RouterRun, b: Router
     }
 
 
-def format_comparison(result: dict) -> str:
+def format_comparison(result: dict[str, Any]) -> str:
     """The comparison as plain text for the terminal."""
     a, b = result["routers"]
     lines = [f"{result['n']} labelled requests; costs: misroute {result['costs']['misroute']:g}, "

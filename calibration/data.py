@@ -10,7 +10,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -62,8 +62,9 @@ def _jsonl_files(path: Path) -> list[Path]:
     raise InvalidInput(f"no labelled data at {path}", code="data_not_found")
 
 
-def iter_jsonl(path: Path) -> Iterator[dict]:
-    """Yield JSON objects from a file or every `*.jsonl` in a folder, naming bad lines."""
+def iter_jsonl(path: Path) -> Iterator[Any]:
+    """Yield each line's JSON value from a file or every `*.jsonl` in a folder, naming bad
+    lines; a line may hold any JSON value, so callers check that it is an object."""
     for file in _jsonl_files(path):
         with file.open(encoding="utf-8") as handle:
             for number, line in enumerate(handle, start=1):

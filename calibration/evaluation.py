@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -24,7 +25,7 @@ def evaluate(
     *,
     tags: Sequence[Sequence[str]] | None = None,
     languages: Sequence[str] | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """Model metrics on the raw choice plus routing metrics at the policy.
 
     Scores are recalibrated with the policy's calibrator first, exactly as the gateway does.
@@ -44,7 +45,7 @@ def evaluate(
         min_margin=policy.min_margin,
     )
     probabilities = np.array([[s.probabilities[r] for r in ROUTES] for s in calibrated])
-    y_true = np.array([ROUTES.index(label) for label in labels])  # type: ignore[arg-type]
+    y_true = np.array([ROUTES.index(label) for label in labels])
     outcome = outcomes(labels, choices, routed)
     summary = routing_summary(labels, outcome)
     return {

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
+from typing import Any
 
 from router.storage.decision_log import text_sha
 
@@ -43,12 +44,13 @@ def shadow_choice(raw: str | None) -> str | None:
     if not isinstance(data, dict):
         return None
     nested = data.get("scores")
-    scores: dict = nested if isinstance(nested, dict) else data
+    scores: dict[str, Any] = nested if isinstance(nested, dict) else data
     choice = scores.get("choice")
     return choice if isinstance(choice, str) else None
 
 
-def export_rows(decisions: Iterable[dict], *, redact_text: bool = False) -> list[dict]:
+def export_rows(decisions: Iterable[Mapping[str, Any]], *, redact_text: bool = False
+                ) -> list[dict[str, Any]]:
     """Rows for labelling from decision-log rows (`DecisionLog.rows()`), oldest first.
 
     Parameters

@@ -114,7 +114,7 @@ def _interval(draws: np.ndarray, point: float, level: float) -> dict[str, float 
 def bootstrap_calibration(
     y_true: np.ndarray, probabilities: np.ndarray, *, n_boot: int = 1000, level: float = 0.95,
     seed: int = 0,
-) -> dict[str, dict]:
+) -> dict[str, dict[str, float | list[float]]]:
     """`calibration_summary` with percentile bootstrap intervals (rows resampled).
 
     Parameters
@@ -153,7 +153,7 @@ def bootstrap_calibration(
 def bootstrap_routing(
     labels: Sequence[str] | np.ndarray, outcome: np.ndarray, *, n_boot: int = 1000,
     level: float = 0.95, seed: int = 0,
-) -> dict[str, dict]:
+) -> dict[str, dict[str, float | list[float]]]:
     """Routing rates with percentile bootstrap intervals.
 
     Every routing rate is a ratio of counts of `OUTCOME_CELLS`, so resampling rows is

@@ -24,7 +24,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Literal, TextIO
+from typing import Any, Literal, TextIO
 
 from rich.console import Console
 from rich.markdown import Markdown
@@ -80,10 +80,10 @@ class SessionState:
 @dataclass(frozen=True)
 class Step:
     state: SessionState
-    rows: list[dict] = field(default_factory=list)
+    rows: list[dict[str, Any]] = field(default_factory=list)
 
 
-def items_from_rows(rows: Iterable[dict], *, source: str) -> list[Item]:
+def items_from_rows(rows: Iterable[object], *, source: str) -> list[Item]:
     """Items from JSON rows (an export or any JSONL with `id` and `text`)."""
     items = []
     for number, row in enumerate(rows, start=1):
@@ -149,7 +149,7 @@ def start(items: Sequence[Item], done_ids: set[str]) -> SessionState:
     return replace(state, finished=not todo, notice="" if todo else "nothing left to label")
 
 
-def _row(item: Item, label: str, *, annotator: str, now: datetime) -> dict:
+def _row(item: Item, label: str, *, annotator: str, now: datetime) -> dict[str, str]:
     return {"id": item.id, "text": item.text, "label": label, "lang": item.lang,
             "annotator": annotator, "labelled_at": now.isoformat(), "source": item.source}
 
@@ -181,7 +181,8 @@ def step(state: SessionState, key: str, *, annotator: str, now: datetime) -> Ste
     return Step(replace(base, reveal=state.reveal, notice=f"unknown key {key!r}; {KEY_HELP}"))
 
 
-def _advance(state: SessionState, action: Action, *, reveal: str, rows: list[dict]) -> Step:
+def _advance(state: SessionState, action: Action, *, reveal: str, rows: list[dict[str, Any]]
+             ) -> Step:
     position = state.position + 1
     finished = position >= len(state.items)
     return Step(replace(state, position=position, history=state.history + (action,),
@@ -230,7 +231,7 @@ def render(state: SessionState) -> str:
     return "\n".join(lines)
 
 
-def append_rows(path: Path, rows: Sequence[dict]) -> None:
+def append_rows(path: Path, rows: Sequence[dict[str, Any]]) -> None:
     """Append rows durably (flushed and fsynced: a crash loses at most the key in flight)."""
     if not rows:
         return

@@ -10,6 +10,7 @@ label unclear), `clarify_unneeded` (clarify, label not unclear).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from sklearn.metrics import f1_score, precision_recall_fscore_support
@@ -45,7 +46,7 @@ def routed_mask(
     lambdas = np.full(len(choices), float(threshold))
     for route, value in (per_route or {}).items():
         lambdas[choices == route] = value
-    routed = (choices != "unclear") & (confidences >= lambdas)
+    routed: np.ndarray = (choices != "unclear") & (confidences >= lambdas)
     if min_margin is not None and margins is not None:
         routed &= np.asarray(margins, dtype=float) >= min_margin
     return routed
@@ -82,7 +83,8 @@ def outcome_cells(labels: Sequence[str] | np.ndarray, outcome: np.ndarray) -> np
 def _ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
     numerator, denominator = np.asarray(numerator, float), np.asarray(denominator, float)
     out = np.zeros(np.broadcast(numerator, denominator).shape)
-    return np.divide(numerator, denominator, out=out, where=denominator > 0)
+    ratio: np.ndarray = np.divide(numerator, denominator, out=out, where=denominator > 0)
+    return ratio
 
 
 def routing_rates(cell_counts: np.ndarray) -> dict[str, np.ndarray]:
@@ -138,7 +140,7 @@ def expected_calibration_error(
     return _bin_gap(top, correct, n_bins=n_bins, strategy=strategy)
 
 
-def classification_summary(labels: Sequence[str], choices: Sequence[str]) -> dict:
+def classification_summary(labels: Sequence[str], choices: Sequence[str]) -> dict[str, Any]:
     """Accuracy, macro-F1 and per-route precision/recall of the model's choice."""
     labels = list(labels)
     choices = list(choices)
@@ -220,13 +222,15 @@ def negative_log_likelihood(y_true: np.ndarray, probabilities: np.ndarray,
 
 def _brier_rows(y_true: np.ndarray, probabilities: np.ndarray) -> np.ndarray:
     squares = np.sum(probabilities**2, axis=1)
-    return squares - 2 * probabilities[np.arange(len(y_true)), y_true] + 1.0
+    rows: np.ndarray = squares - 2 * probabilities[np.arange(len(y_true)), y_true] + 1.0
+    return rows
 
 
 def _nll_rows(y_true: np.ndarray, probabilities: np.ndarray, *, eps: float = 1e-15) -> np.ndarray:
     clipped = np.clip(probabilities, eps, 1.0)
     clipped = clipped / clipped.sum(axis=1, keepdims=True)
-    return -np.log(clipped[np.arange(len(y_true)), y_true])
+    rows: np.ndarray = -np.log(clipped[np.arange(len(y_true)), y_true])
+    return rows
 
 
 class _BinnedGap:
@@ -256,6 +260,7 @@ class _BinnedGap:
 
     def _edges(self, weights: np.ndarray | None) -> np.ndarray:
         levels = np.linspace(0.0, 1.0, self.n_bins + 1)
+        edges: np.ndarray
         if weights is None:
             edges = np.quantile(self.values, levels)
         else:  # np.quantile's linear rule on the expanded (repeated-rows) sample

@@ -22,6 +22,7 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel
@@ -126,7 +127,7 @@ class ScoreCache:
     def get(self, key: str) -> dict[str, float] | None:
         return self._entries.get(key)
 
-    def put_many(self, entries: Iterable[dict]) -> None:
+    def put_many(self, entries: Iterable[dict[str, Any]]) -> None:
         """Store entries `{key, model, question_sha, text_sha, probabilities}` durably."""
         entries = list(entries)
         for entry in entries:
@@ -302,9 +303,10 @@ def identify_backend(settings: Settings, backend: str, model: str | None = None)
 
         path = Path(model) if model else LOCAL_BACKENDS[backend](settings)
         _, sha = load_artifact(path)
-        prefix = LOCAL_PREFIX if backend == "local" else E5_PREFIX
+        kind: Backend = "local" if backend == "local" else "e5"
+        prefix = LOCAL_PREFIX if kind == "local" else E5_PREFIX
         name = f"{prefix}@{sha[:12]}"
-        return ModelIdentity(backend, name, local_question_sha(sha), sha)
+        return ModelIdentity(kind, name, local_question_sha(sha), sha)
     if backend == "typesafe":
         from router.models.typesafe import question_sha
 

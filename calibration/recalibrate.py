@@ -27,7 +27,8 @@ N_ROUTES = len(ROUTES)
 
 def log_probabilities(probabilities: np.ndarray) -> np.ndarray:
     """Logits that give back the probabilities under softmax (clipped like the gateway)."""
-    return np.log(np.clip(probabilities, 1e-300, None))
+    logits: np.ndarray = np.log(np.clip(probabilities, 1e-300, None))
+    return logits
 
 
 class TemperatureScaling:
@@ -115,8 +116,10 @@ def apply_calibrator_array(probabilities: np.ndarray, calibrator: Calibrator) ->
         Recalibrated probabilities; each row sums to 1.
     """
     probabilities = np.asarray(probabilities, dtype=float)
+    calibrated: np.ndarray
     if calibrator.kind == "none":
-        return probabilities / probabilities.sum(axis=1, keepdims=True)
+        calibrated = probabilities / probabilities.sum(axis=1, keepdims=True)
+        return calibrated
     if calibrator.kind == "temperature":
         logp = log_probabilities(probabilities) / float(calibrator.params["temperature"])
         logp -= logp.max(axis=1, keepdims=True)
@@ -127,7 +130,8 @@ def apply_calibrator_array(probabilities: np.ndarray, calibrator: Calibrator) ->
             for j, r in enumerate(ROUTES)
         ])
         calibrated = np.clip(calibrated, 1e-12, None)
-    return calibrated / calibrated.sum(axis=1, keepdims=True)
+    calibrated = calibrated / calibrated.sum(axis=1, keepdims=True)
+    return calibrated
 
 
 def choices_and_confidence(probabilities: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

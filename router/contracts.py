@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -125,7 +125,7 @@ class Calibrator(BaseModel):
     """
 
     kind: CalibratorKind = "none"
-    params: dict = Field(default_factory=dict)
+    params: dict[str, Any] = Field(default_factory=dict)
 
 
 class Guarantee(BaseModel):
@@ -156,7 +156,7 @@ class Policy(BaseModel):
     min_margin: float | None = None
     guarantee: Guarantee | None = None
     data: PolicyData = Field(default_factory=PolicyData)
-    metrics_test: dict = Field(default_factory=dict)
+    metrics_test: dict[str, Any] = Field(default_factory=dict)
     notes: str = ""
 
 

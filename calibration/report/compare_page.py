@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -15,7 +16,7 @@ from calibration.report.plots import plot_transitions
 MAX_LISTED = 200
 
 
-def _cell(entry: dict) -> str:
+def _cell(entry: dict[str, Any]) -> str:
     low, high = entry["ci95"]
     return f"{entry['value']:.4f} <span class=ci>[{low:.4f}, {high:.4f}]</span>"
 
@@ -28,7 +29,7 @@ def _matrix_html(title: str, categories: list[str], matrix: list[list[int]]) -> 
     return f"<h2>{title}</h2><table><tr><th></th>{head}</tr>{body}</table>"
 
 
-def _list_html(title: str, rows: list[dict]) -> str:
+def _list_html(title: str, rows: list[dict[str, Any]]) -> str:
     shown = rows[:MAX_LISTED]
     body = "".join(
         f"<tr><td>{html.escape(r['id'])}</td><td>{r['label']}</td>"
@@ -41,7 +42,7 @@ def _list_html(title: str, rows: list[dict]) -> str:
             f"<th>B outcome</th></tr>{body}</table>")
 
 
-def render_comparison(result: dict) -> str:
+def render_comparison(result: dict[str, Any]) -> str:
     """The comparison page; every value is escaped."""
     a, b = result["routers"]
     routers = "".join(
@@ -94,7 +95,7 @@ outcome X under A and Y under B; faint bands are unchanged outcomes.</p>
 """
 
 
-def write_comparison(out_dir: Path, result: dict) -> Path:
+def write_comparison(out_dir: Path, result: dict[str, Any]) -> Path:
     """Write `out_dir/index.html`, `transitions.png` and `comparison.json`; return the page."""
     out_dir.mkdir(parents=True, exist_ok=True)
     plot_transitions(np.asarray(result["stuart_maxwell"]["table"]), list(THREE_OUTCOMES),

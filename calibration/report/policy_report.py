@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -64,7 +65,7 @@ PLOT_TEXT = {
 
 
 def report_figures(labels: np.ndarray, probabilities: np.ndarray, policy: Policy, *,
-                   n_boot: int = 1000, seed: int = 0) -> dict:
+                   n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
     """Every number the report shows, computed on the given rows.
 
     Parameters
@@ -152,7 +153,7 @@ def write_report(out_dir: Path, *, ids: np.ndarray, texts: list[str], labels: np
     return path
 
 
-def _fmt(entry: dict) -> str:
+def _fmt(entry: dict[str, Any]) -> str:
     low, high = entry["ci95"]
     return f"{entry['value']:.4f} <span class=ci>[{low:.4f}, {high:.4f}]</span>"
 
@@ -172,7 +173,7 @@ def _examples(title: str, mask: np.ndarray, ids: np.ndarray, texts: list[str],
             f"<th>label</th><th>choice</th><th>confidence</th></tr>{body}</table>")
 
 
-def render_html(figures: dict, *, policy: Policy, ids: np.ndarray, texts: list[str],
+def render_html(figures: dict[str, Any], *, policy: Policy, ids: np.ndarray, texts: list[str],
                 labels: np.ndarray, rows_note: str) -> str:
     """The report page; every value is escaped, every asset is a file next to it."""
     g = policy.guarantee

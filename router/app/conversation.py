@@ -21,8 +21,10 @@ knows HTTP. The steps, and why they come in this order:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 from handlers.desk import MessageOutcome, SupportDesk
+from router.contracts import DecisionRoute
 from router.routing.rules import RouteRequest
 from router.routing.service import RouterService, new_request_id
 
@@ -35,7 +37,7 @@ class IncomingMessage:
     case_id: str | None = None
     customer: str | None = None
     """The customer the calling system authenticated, if any."""
-    kind: str | None = None
+    kind: DecisionRoute | None = None
     """A form field that names the kind of request (a code rule may route on it)."""
 
 
@@ -53,7 +55,8 @@ class Conversation:
                                    customer=message.customer)
         request = RouteRequest(
             text=message.text, case_id=facts.case_id, customer=message.customer,
-            kind=message.kind, case_route=facts.case_route,
+            # The desk names a case's route only for an open refund or account flow.
+            kind=message.kind, case_route=cast("DecisionRoute | None", facts.case_route),
             case_has_held_refund=facts.case_has_held_refund,
             earlier_texts=facts.clarified_texts,
         )

@@ -55,7 +55,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from handlers.extract import find_emails
 from handlers.services.notifier import OutboxNotifier
@@ -64,6 +64,7 @@ from handlers.services.verification import code_in_notification
 from router.app.bootstrap import build_services
 from router.app.conversation import IncomingMessage
 from router.app.services import Services
+from router.contracts import DecisionRoute
 from router.errors import InvalidInput, SupportRouterError
 from router.settings import Settings
 
@@ -265,7 +266,9 @@ def _drive(services: Services, task: Task, result: dict[str, Any], *,
         if text is None:
             return f"message {index + 1} needs a code, but none was sent on the case"
         hint = task.expected_route(index)
-        kind = hint if route_hints and hint in ("refund", "account", "other") else None
+        kind: DecisionRoute | None = None
+        if route_hints and hint in ("refund", "account", "other"):
+            kind = cast("DecisionRoute", hint)  # one of the routes just checked
         customer = task.customer
         if customer is None and (task.sender or sender) == "verified":
             customer = _verified_sender(services, text)

@@ -21,7 +21,15 @@ from calibration.data import (
     select_split,
     steering_marks,
 )
-from router.contracts import ROUTES, Guarantee, Policy, PolicyData, PolicyModel, RouteScores
+from router.contracts import (
+    ROUTES,
+    Backend,
+    Guarantee,
+    Policy,
+    PolicyData,
+    PolicyModel,
+    RouteScores,
+)
 from router.models.local.linear import save_artifact
 from router.models.local.model import LocalRouteModel, TrainOptions, prepare_cuts, train_artifact
 from router.storage.policy_store import save_policy
@@ -175,9 +183,10 @@ def train_local(
         for row in probabilities
     ]
     threshold, guarantee = certify_default_threshold([r.label for r in threshold_rows], scores)
+    trained: Backend = "e5" if backend == "e5" else "local"  # MODEL_FILES refused any other
     policy = Policy(
         version=f"{backend}-default-{sha[:8]}",
-        model=PolicyModel(backend=backend, name=model.name, artifact_sha=sha),
+        model=PolicyModel(backend=trained, name=model.name, artifact_sha=sha),
         threshold=threshold,
         guarantee=guarantee,
         data=PolicyData(labels_sha=data_sha(threshold_rows), n_certify=len(threshold_rows)),

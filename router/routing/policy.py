@@ -7,7 +7,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from router.contracts import ROUTES, Calibrator, Decision, Policy, PolicyModel, RouteScores
+from router.contracts import (
+    ROUTES,
+    Calibrator,
+    Decision,
+    DecisionReason,
+    DecisionRoute,
+    Policy,
+    PolicyModel,
+    Route,
+    RouteScores,
+)
 
 
 def apply_calibrator(scores: RouteScores, calibrator: Calibrator) -> RouteScores:
@@ -30,9 +40,9 @@ def apply_calibrator(scores: RouteScores, calibrator: Calibrator) -> RouteScores
     return RouteScores.from_probabilities(scores.model, dict(zip(ROUTES, calibrated, strict=True)))
 
 
-def threshold_for(policy: Policy, choice: str) -> float:
+def threshold_for(policy: Policy, choice: Route) -> float:
     if policy.per_route_thresholds and choice in policy.per_route_thresholds:
-        return policy.per_route_thresholds[choice]  # type: ignore[index]
+        return policy.per_route_thresholds[choice]
     return policy.threshold
 
 
@@ -56,6 +66,8 @@ def decide(
     """
     calibrated = apply_calibrator(scores, policy.calibrator)
     threshold = threshold_for(policy, calibrated.choice)
+    route: DecisionRoute
+    reason: DecisionReason
     if calibrated.choice == "unclear":
         route, reason = "clarify", "unclear"
     elif calibrated.confidence < threshold or (

@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from typing import Any
 
 from anyio import to_thread
 
@@ -187,7 +188,7 @@ class RouterService:
     def _score_shadows(self, request: RouteRequest, request_id: str) -> None:
         """Score with every shadow variant and record their decisions on the live row."""
         assert self._experiment is not None
-        out: dict[str, dict] = {}
+        out: dict[str, dict[str, Any]] = {}
         for name, bound in self._experiment.shadows.items():
             try:
                 d = self._decide_with(bound, request, request_id, name, use_fallback=False)

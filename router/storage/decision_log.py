@@ -93,7 +93,11 @@ class _Pending:
     future: asyncio.Future[None]
 
 
-def _settle(results: list[tuple[asyncio.Future[None], BaseException | None]]) -> None:
+_Settlement = tuple[asyncio.Future[None], BaseException | None]
+"""A waiting request's future and the error its row's commit raised, if any."""
+
+
+def _settle(results: list[_Settlement]) -> None:
     """Runs on the requests' event loop: wake every waiter of one commit."""
     for future, error in results:
         if future.done():  # the request was cancelled; its row is committed all the same
@@ -201,7 +205,7 @@ class GroupCommitWriter:
                         outcomes.append((pending, None))
                     except Exception as row_exc:  # noqa: BLE001
                         outcomes.append((pending, row_exc))
-        by_loop: dict[asyncio.AbstractEventLoop, list] = {}
+        by_loop: dict[asyncio.AbstractEventLoop, list[_Settlement]] = {}
         for pending, error in outcomes:
             by_loop.setdefault(pending.loop, []).append((pending.future, error))
         for loop, results in by_loop.items():
@@ -307,7 +311,7 @@ class DecisionLog:
                 .values(outcome=outcome)
             )
 
-    def set_shadow(self, request_id: str, shadow: dict) -> None:
+    def set_shadow(self, request_id: str, shadow: dict[str, Any]) -> None:
         """Record the shadow variants' decisions next to the live one (JSON)."""
         with self._engine.begin() as conn:
             conn.execute(
@@ -317,7 +321,7 @@ class DecisionLog:
             )
 
     def rows(self, *, since: datetime | None = None,
-             experiment: str | None = None) -> list[dict]:
+             experiment: str | None = None) -> list[dict[str, Any]]:
         query = select(decisions).order_by(decisions.c.created_at)
         if since is not None:
             query = query.where(decisions.c.created_at >= since)

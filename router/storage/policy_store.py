@@ -28,6 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from router.contracts import Policy, PolicyModel
 from router.errors import ArtifactError, Conflict
@@ -106,7 +107,7 @@ class PolicyStore:
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
-    def history(self) -> list[dict]:
+    def history(self) -> list[dict[str, Any]]:
         if not self.history_path.exists():
             return []
         with self.history_path.open(encoding="utf-8") as handle:

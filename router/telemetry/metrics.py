@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from time import perf_counter
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol, TypeVar, cast
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -47,13 +47,18 @@ if TYPE_CHECKING:
 
 
 
+BreakerState = Literal["closed", "half_open", "open"]
+"""The states a breaker reports (`router.models.breaker.BreakerState`, which telemetry,
+a layer below the models, cannot import)."""
+
+
 class Breaker(Protocol):
     """What the breaker gauge reads (`router.models.breaker.CircuitBreaker` is one)."""
 
-    on_state_change: Callable[[str], None] | None
+    on_state_change: Callable[[BreakerState], None] | None
 
     @property
-    def state(self) -> str: ...
+    def state(self) -> BreakerState: ...
 
 
 # `*_created` timestamps would double the series count and no dashboard of ours reads them.
@@ -98,20 +103,22 @@ REFUNDS = Counter(
     ["outcome"],
 )
 
-BREAKER_VALUES = {"closed": 0, "half_open": 1, "open": 2}
+BREAKER_VALUES: dict[BreakerState, int] = {"closed": 0, "half_open": 1, "open": 2}
 
-_children: dict[tuple, MetricWrapperBase] = {}
+_Metric = TypeVar("_Metric", bound="MetricWrapperBase")
+_children: dict[tuple[object, ...], MetricWrapperBase] = {}
 _breakers: dict[str, weakref.WeakSet[Breaker]] = {}
 _breakers_lock = threading.Lock()
 
 
-def _child(metric: MetricWrapperBase, *values: str) -> MetricWrapperBase:
+def _child(metric: _Metric, *values: str) -> _Metric:
     """`metric.labels(*values)`, cached: a dict lookup on the hot path instead of a lock."""
     key = (metric, *values)
     child = _children.get(key)
     if child is None:
         child = _children[key] = metric.labels(*values)
-    return child
+    # The key starts with `metric`, and `labels()` returns a child of the metric's own class.
+    return cast(_Metric, child)
 
 
 def status_class(status: int) -> str:

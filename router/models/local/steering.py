@@ -297,6 +297,7 @@ def fit_steering_detector(
     on what the detector really leaves. Without enough marked segments there is no
     detector: (None, the texts uncut).
     """
+    segments: list[str]
     rows, segments, targets, counts, included = [], [], [], [], []
     for row, (text, spans) in enumerate(zip(texts, steering, strict=True)):
         if spans is None:
@@ -380,7 +381,7 @@ def pick_threshold(clean_probabilities: np.ndarray, max_rate: float) -> float:
 
 
 def _pick(items: Sequence[str], mask: np.ndarray) -> list[str]:
-    return [items[i] for i in np.flatnonzero(mask)]
+    return [items[int(i)] for i in np.flatnonzero(mask)]
 
 
 def _segment_model(
