@@ -3,16 +3,21 @@
 Both backends are cross-fitted over the train and calibration splits together and their
 default threshold is picked on those rows' out-of-fold probabilities. Test rows are never
 touched here.
+
+The trainers (`router.models.local.train`, `router.models.e5.train`) and the
+certification maths are imported when `train_local` runs: every gateway process imports
+this module (`router.app.bootstrap` trains a missing model on start), and one that
+finds its model loads no scikit-learn.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from calibration.certify import THRESHOLD_GRID, Certification, certify_threshold
 from calibration.data import (
     data_sha,
     load_labelled,
@@ -22,8 +27,12 @@ from calibration.data import (
 )
 from router.contracts import ROUTES, Guarantee, Policy, PolicyData, PolicyModel, RouteScores
 from router.models.local.linear import save_artifact
-from router.models.local.model import LocalRouteModel, TrainOptions, prepare_cuts, train_artifact
+from router.models.local.model import LocalRouteModel
 from router.storage.policy_store import save_policy
+
+if TYPE_CHECKING:
+    from router.models.e5.model import E5RouteModel
+    from router.models.local.train import TrainOptions
 
 MAX_MISROUTE_RATE_ROUTED = 0.02
 DEFAULT_DELTA = 0.05
@@ -57,7 +66,9 @@ def certify_default_threshold(
     Without enough rows to certify any threshold: the strictest one on the grid, and no
     guarantee.
     """
-    certification: Certification = certify_threshold(
+    from calibration.certify import THRESHOLD_GRID, certify_threshold
+
+    certification = certify_threshold(
         np.asarray(labels),
         np.asarray([s.choice for s in scores]),
         np.asarray([s.confidence for s in scores]),
@@ -92,6 +103,8 @@ def train_local(
     `steering_data` (a folder of `SteeringSegment` rows) adds standalone examples to the
     steering detector; the rows' own marked spans train it in any case.
     """
+    from router.models.local.train import TrainOptions, train_artifact
+
     rows = load_labelled(data)
     train = select_split(rows, "train")
     held_out = select_split(rows, "calibration")
@@ -108,8 +121,10 @@ def train_local(
     marks = [steering_marks(r) for r in threshold_rows]
     if backend == "e5":
         from router.models.e5.embeddings import E5Embedder
-        from router.models.e5.model import E5RouteModel, train_e5_artifact
-        from router.models.local.steering import fit_steering_detector
+        from router.models.e5.model import E5RouteModel
+        from router.models.e5.train import train_e5_artifact
+        from router.models.local.model import prepare_cuts
+        from router.models.local.train_steering import fit_steering_detector
 
         embedder = E5Embedder(threads=1)
         detector, cuts = fit_steering_detector(texts, marks, extra_segments=extra_segments)
