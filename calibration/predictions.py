@@ -296,12 +296,13 @@ def identify_backend(settings: Settings, backend: str, model: str | None = None)
     `typesafe`, a model name on the Jev-compatible server (default: the configured one).
     """
     if backend in LOCAL_BACKENDS:
-        from router.models import e5, local
+        from router.models.e5.model import MODEL_NAME_PREFIX as E5_PREFIX
         from router.models.local.linear import load_artifact
+        from router.models.local.model import MODEL_NAME_PREFIX as LOCAL_PREFIX
 
         path = Path(model) if model else LOCAL_BACKENDS[backend](settings)
         _, sha = load_artifact(path)
-        prefix = local.MODEL_NAME_PREFIX if backend == "local" else e5.MODEL_NAME_PREFIX
+        prefix = LOCAL_PREFIX if backend == "local" else E5_PREFIX
         name = f"{prefix}@{sha[:12]}"
         return ModelIdentity(backend, name, local_question_sha(sha), sha)
     if backend == "typesafe":
