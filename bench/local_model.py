@@ -28,11 +28,10 @@ from router.app.training import train_local  # noqa: E402
 from router.models.local.model import (  # noqa: E402
     PARALLEL_MIN_BATCH,
     LocalRouteModel,
-    TrainOptions,
-    build_pipeline,
-    label_indices,
-    prepare_text,  # noqa: E402
+    prepare_text,
 )
+from router.models.local.train import TrainOptions, build_pipeline  # noqa: E402
+from router.models.maths import label_indices  # noqa: E402
 from router.packaged import data_path  # noqa: E402
 
 

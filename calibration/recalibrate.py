@@ -1,9 +1,9 @@
 """Recalibrating a model's probabilities: temperature scaling and one-vs-rest isotonic.
 
-Both are fitted on the **fit** part only and exported as a `router.contracts.Calibrator`
-that `router.routing.policy.apply_calibrator` applies to one message at serving time;
-`apply_calibrator_array` here is the same computation over many rows (a test holds the
-two equal), so the threshold is certified on exactly the numbers the gateway will see.
+Both are fitted on the **fit** part only and exported as a `router.contracts.Calibrator`.
+Applying one is `router.routing.calibrators.apply_calibrator_array` (re-exported here),
+the same function the gateway applies to one message (`router.routing.policy`), so the
+threshold is certified on exactly the numbers the gateway will see.
 
 - **temperature**: one parameter T, probabilities ∝ p^(1/T), chosen by minimising the
   negative log-likelihood. The argmax (the choice) never changes.
@@ -17,22 +17,32 @@ from __future__ import annotations
 import numpy as np
 from sklearn.isotonic import IsotonicRegression
 
-from router.contracts import ROUTES, Calibrator, CalibratorKind
+from router.contracts import ROUTES, Calibrator, CalibratorKind, choice_confidence_rows
 from router.errors import CalibrationError
-from router.models.local.model import fit_temperature
+from router.models.maths import fit_temperature, label_indices
+from router.routing.calibrators import apply_calibrator_array, log_probabilities
+
+__all__ = [
+    "MIN_ISOTONIC_FIT_ROWS",
+    "OneVsRestIsotonic",
+    "TemperatureScaling",
+    "apply_calibrator_array",
+    "choices_and_confidence",
+    "fit_calibrator",
+    "label_indices",
+    "log_probabilities",
+]
 
 MIN_ISOTONIC_FIT_ROWS = 1000
 N_ROUTES = len(ROUTES)
 
 
-def log_probabilities(probabilities: np.ndarray) -> np.ndarray:
-    """Logits that give back the probabilities under softmax (clipped like the gateway)."""
-    logits: np.ndarray = np.log(np.clip(probabilities, 1e-300, None))
-    return logits
-
-
 class TemperatureScaling:
-    """One-parameter recalibration: ``softmax(log p / T)``; `temperature_` is set by `fit`."""
+    """One-parameter recalibration: ``softmax(log p / T)``; `temperature_` is set by `fit`.
+
+    T is fitted by `router.models.maths.fit_temperature`, the trainers' own temperature
+    fit, on the log-probabilities.
+    """
 
     def fit(self, probabilities: np.ndarray, y_true: np.ndarray) -> TemperatureScaling:
         """Choose T minimising the NLL of `y_true` (shape (n,)) under `probabilities` (n, k)."""
@@ -102,38 +112,6 @@ def fit_calibrator(
     raise CalibrationError(f"unknown calibrator {kind!r}; use none, temperature or isotonic")
 
 
-def apply_calibrator_array(probabilities: np.ndarray, calibrator: Calibrator) -> np.ndarray:
-    """`router.routing.policy.apply_calibrator` over rows: shape (n, 4) in, shape (n, 4) out.
-
-    Parameters
-    ----------
-    probabilities : ndarray of shape (n, 4)
-    calibrator : Calibrator
-
-    Returns
-    -------
-    ndarray of shape (n, 4)
-        Recalibrated probabilities; each row sums to 1.
-    """
-    probabilities = np.asarray(probabilities, dtype=float)
-    calibrated: np.ndarray
-    if calibrator.kind == "none":
-        calibrated = probabilities / probabilities.sum(axis=1, keepdims=True)
-        return calibrated
-    if calibrator.kind == "temperature":
-        logp = log_probabilities(probabilities) / float(calibrator.params["temperature"])
-        logp -= logp.max(axis=1, keepdims=True)
-        calibrated = np.exp(logp)
-    else:
-        calibrated = np.column_stack([
-            np.interp(probabilities[:, j], calibrator.params[r]["x"], calibrator.params[r]["y"])
-            for j, r in enumerate(ROUTES)
-        ])
-        calibrated = np.clip(calibrated, 1e-12, None)
-    calibrated = calibrated / calibrated.sum(axis=1, keepdims=True)
-    return calibrated
-
-
 def choices_and_confidence(probabilities: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Choice, confidence and top-2 margin per row, as `RouteScores` defines them.
 
@@ -152,13 +130,6 @@ def choices_and_confidence(probabilities: np.ndarray) -> tuple[np.ndarray, np.nd
     """
     ordered = np.sort(probabilities, axis=1)
     top = ordered[:, -1]
-    floor = 1.0 / N_ROUTES
-    confidence = np.clip((top - floor) / (1.0 - floor), 0.0, 1.0)
+    confidence = choice_confidence_rows(top, N_ROUTES)
     choices = np.asarray(ROUTES)[probabilities.argmax(axis=1)]
     return choices, confidence, top - ordered[:, -2]
-
-
-def label_indices(labels: np.ndarray | list[str]) -> np.ndarray:
-    """Index of each route label in `ROUTES`, shape (n,)."""
-    lookup: dict[str, int] = {route: i for i, route in enumerate(ROUTES)}
-    return np.fromiter((lookup[label] for label in labels), dtype=np.int64, count=len(labels))

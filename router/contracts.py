@@ -28,11 +28,18 @@ CalibratorKind = Literal["none", "temperature", "isotonic"]
 def choice_confidence(p_max: float, n_options: int) -> float:
     """TypeSafe's choice confidence: 0 at a uniform answer, 1 at certainty.
 
-    Every backend reports confidence this way, so one threshold means the same thing
-    whichever model produced the probabilities.
+    ``(p_max - 1/n) / (1 - 1/n)`` for n options, clipped to [0, 1]. Every backend reports
+    confidence this way, so one threshold means the same thing whichever model produced
+    the probabilities; `choice_confidence_rows` is the same formula over an array.
     """
     floor = 1.0 / n_options
     return max(0.0, min(1.0, (p_max - floor) / (1.0 - floor)))
+
+
+def choice_confidence_rows(p_max: np.ndarray, n_options: int) -> np.ndarray:
+    """`choice_confidence` of every element of `p_max` (the same numbers, vectorised)."""
+    floor = 1.0 / n_options
+    return np.clip((np.asarray(p_max, dtype=float) - floor) / (1.0 - floor), 0.0, 1.0)
 
 
 class RouteScores(BaseModel):
@@ -76,9 +83,7 @@ class RouteScores(BaseModel):
         rows = np.asarray(rows, dtype=float)
         normalised = rows / rows.sum(axis=1, keepdims=True)
         best = normalised.argmax(axis=1)  # the first maximum, as `max` takes
-        floor = 1.0 / len(ROUTES)
-        p_max = normalised[np.arange(len(rows)), best]
-        confidence = np.clip((p_max - floor) / (1.0 - floor), 0.0, 1.0)
+        confidence = choice_confidence_rows(normalised[np.arange(len(rows)), best], len(ROUTES))
         with collector_paused():
             return [
                 cls.model_construct(

@@ -3,6 +3,11 @@
 Both backends are cross-fitted over the train and calibration splits together and their
 default threshold is picked on those rows' out-of-fold probabilities. Test rows are never
 touched here.
+
+The trainers (`router.models.local.train`, `router.models.e5.train`) and the
+certification maths are imported when `train_local` runs: every gateway process imports
+this module (`router.app.bootstrap` trains a missing model on start), and one that
+finds its model loads no scikit-learn.
 """
 
 from __future__ import annotations
@@ -10,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from calibration.certify import THRESHOLD_GRID, Certification, certify_threshold
 from calibration.data import (
     data_sha,
     load_labelled,
@@ -31,8 +36,12 @@ from router.contracts import (
     RouteScores,
 )
 from router.models.local.linear import save_artifact
-from router.models.local.model import LocalRouteModel, TrainOptions, prepare_cuts, train_artifact
+from router.models.local.model import LocalRouteModel
 from router.storage.policy_store import save_policy
+
+if TYPE_CHECKING:
+    from router.models.e5.model import E5RouteModel
+    from router.models.local.train import TrainOptions
 
 MAX_MISROUTE_RATE_ROUTED = 0.02
 DEFAULT_DELTA = 0.05
@@ -66,7 +75,9 @@ def certify_default_threshold(
     Without enough rows to certify any threshold: the strictest one on the grid, and no
     guarantee.
     """
-    certification: Certification = certify_threshold(
+    from calibration.certify import THRESHOLD_GRID, certify_threshold
+
+    certification = certify_threshold(
         np.asarray(labels),
         np.asarray([s.choice for s in scores]),
         np.asarray([s.confidence for s in scores]),
@@ -121,6 +132,8 @@ def train_local(
     steering detector; the rows' own marked spans train it in any case. `progress` is told
     as each stage starts (`TrainProgress`).
     """
+    from router.models.local.train import TrainOptions, train_artifact
+
     stages = STAGES[backend]
 
     def starting(stage: int) -> None:
@@ -144,8 +157,10 @@ def train_local(
     marks = [steering_marks(r) for r in threshold_rows]
     if backend == "e5":
         from router.models.e5.embeddings import E5Embedder
-        from router.models.e5.model import E5RouteModel, train_e5_artifact
-        from router.models.local.steering import fit_steering_detector
+        from router.models.e5.model import E5RouteModel
+        from router.models.e5.train import train_e5_artifact
+        from router.models.local.model import prepare_cuts
+        from router.models.local.train_steering import fit_steering_detector
 
         embedder = E5Embedder(threads=1)
         starting(1)

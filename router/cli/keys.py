@@ -8,7 +8,7 @@ Mounted by `router.cli.main`.
 from __future__ import annotations
 
 import json
-from typing import Annotated, cast
+from typing import Annotated
 
 import typer
 

@@ -18,25 +18,19 @@ from router.contracts import (
     Route,
     RouteScores,
 )
+from router.routing.calibrators import apply_calibrator_array
 
 
 def apply_calibrator(scores: RouteScores, calibrator: Calibrator) -> RouteScores:
-    """Recalibrate probabilities; the calibrator was fitted for the policy's own model."""
+    """Recalibrate probabilities; the calibrator was fitted for the policy's own model.
+
+    One row of `router.routing.calibrators.apply_calibrator_array`, the computation the
+    calibration tooling certifies thresholds on.
+    """
     if calibrator.kind == "none":
         return scores
-    probs = np.array([scores.probabilities[r] for r in ROUTES], dtype=float)
-    if calibrator.kind == "temperature":
-        logp = np.log(np.clip(probs, 1e-300, None)) / float(calibrator.params["temperature"])
-        logp -= logp.max()
-        calibrated = np.exp(logp)
-    else:  # isotonic, one-vs-rest step functions then renormalised
-        calibrated = np.array(
-            [
-                np.interp(p, calibrator.params[r]["x"], calibrator.params[r]["y"])
-                for r, p in zip(ROUTES, probs, strict=True)
-            ]
-        )
-        calibrated = np.clip(calibrated, 1e-12, None)
+    probs = np.array([[scores.probabilities[r] for r in ROUTES]], dtype=float)
+    calibrated = apply_calibrator_array(probs, calibrator)[0]
     return RouteScores.from_probabilities(scores.model, dict(zip(ROUTES, calibrated, strict=True)))
 
 

@@ -87,3 +87,20 @@ def test_no_fit_rows() -> None:
 
 def test_label_indices() -> None:
     assert label_indices(["unclear", "refund", "other"]).tolist() == [3, 0, 2]
+
+
+def test_the_tooling_uses_the_routers_own_maths() -> None:
+    """One implementation each: certification applies the gateway's calibrator function
+    and fits temperature like the trainers; confidence is the kernel's formula."""
+    from calibration import recalibrate
+    from router.contracts import choice_confidence
+    from router.models import maths
+    from router.routing import calibrators
+
+    assert recalibrate.apply_calibrator_array is calibrators.apply_calibrator_array
+    assert recalibrate.label_indices is maths.label_indices
+    probabilities, labels = _overconfident(2000, 2.0, seed=4)
+    fitted = TemperatureScaling().fit(probabilities, labels).temperature_
+    assert fitted == maths.fit_temperature(np.log(probabilities), labels)
+    _, confidence, _ = choices_and_confidence(probabilities)
+    assert confidence.tolist() == [choice_confidence(p, len(ROUTES)) for p in probabilities.max(1)]

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from router.contracts import ROUTES
+from router.contracts import ROUTES, choice_confidence, choice_confidence_rows
 from router.models.local.classes import LINEAR_CLASSES, MULTI_REQUEST, UNCLEAR, route_logits
 from router.models.local.text.entities import EMAIL_PLACEHOLDER
 from router.models.local.text.patterns import grouped_by_first_letter
@@ -159,7 +159,7 @@ def clause_features(
     for row in rows:
         best = max(row)
         choice = row.index(best)
-        confidence = (best - 1 / n) / (1 - 1 / n)
+        confidence = choice_confidence(best, n)
         for found, level in zip(distinct, CONFIDENCE_LEVELS, strict=True):
             if choice != UNCLEAR and confidence >= level:
                 found.add(choice)
@@ -217,7 +217,7 @@ def clause_features_batch(
     multi = softmax_rows(logits)[:, MULTI_REQUEST] if len(logits) else np.zeros(0)
     n = rows.shape[1]
     choices = rows.argmax(axis=1) if len(rows) else np.zeros(0, dtype=np.intp)
-    confidences = (rows.max(axis=1, initial=0.0) - 1 / n) / (1 - 1 / n)
+    confidences = choice_confidence_rows(rows.max(axis=1, initial=0.0), n)
     highest = np.maximum.reduceat(rows, starts, axis=0) if n_messages else rows[:0]
     ranked = np.sort(highest[:, ACTIONABLE], axis=1)
     one_hot = np.zeros((len(rows), n), dtype=bool)

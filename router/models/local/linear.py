@@ -2,24 +2,20 @@
 
 The artifact holds the TF-IDF vocabularies and idf weights, the logistic-regression
 weights, the temperature and, for the e5 backend, how dense embedding features were
-appended. `LinearRouteScorer` evaluates it directly (`router.models.local.kernels.features`), so
-scoring costs microseconds and loading never unpickles anything. The same data and
-settings give byte-identical files, and `artifact_sha` names exactly one model.
+appended. Training writes it (`router.models.local.fitted`); `LinearRouteScorer`
+evaluates it directly (`router.models.local.kernels.features`), so serving never imports
+scikit-learn, scoring costs microseconds and loading never unpickles anything. The same
+data and settings give byte-identical files, and `artifact_sha` names exactly one model.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import platform
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-import scipy
-import sklearn
-from sklearn.linear_model import LogisticRegression
-from sklearn.pipeline import FeatureUnion
 
 from router.contracts import ROUTES
 from router.errors import ArtifactError
@@ -32,60 +28,6 @@ ARTIFACT_FORMAT = "support-router/local-route-model"
 # 5: a learned steering detector runs before instruction stripping;
 # 6: its loose cut and kept score feed the second stage.
 ARTIFACT_VERSION = 6
-
-
-def artifact_from_fitted(
-    union: FeatureUnion,
-    classifier: LogisticRegression,
-    *,
-    temperature: float,
-    meta: dict,
-    dense: dict | None = None,
-    classes: Sequence[str] = ROUTES,
-) -> dict:
-    """The artifact of a fitted feature union + classifier over `classes` (in order).
-
-    `dense` describes extra dense columns appended after the TF-IDF blocks
-    (`{"kind", "dim", "scale", "identity"}`); their weights are the last `dim` columns.
-    """
-    if list(classifier.classes_) != list(range(len(classes))):
-        raise ArtifactError(f"training data must contain every class of {list(classes)}")
-    return {
-        "format": ARTIFACT_FORMAT,
-        "format_version": ARTIFACT_VERSION,
-        "classes": list(classes),
-        "blocks": blocks_from_union(union),
-        "coef": classifier.coef_.tolist(),
-        "intercept": classifier.intercept_.tolist(),
-        "temperature": temperature,
-        "dense": dense,
-        "training": meta,
-        "versions": {
-            "python": platform.python_version(),
-            "numpy": np.__version__,
-            "scipy": scipy.__version__,
-            "scikit-learn": sklearn.__version__,
-        },
-    }
-
-
-def blocks_from_union(union: FeatureUnion) -> list[dict]:
-    """Each fitted TF-IDF vectorizer as plain data, in the column order of the weights."""
-    blocks = []
-    for name, vectorizer in union.transformer_list:
-        terms = [""] * len(vectorizer.vocabulary_)
-        for term, column in vectorizer.vocabulary_.items():
-            terms[column] = term
-        blocks.append(
-            {
-                "name": name,
-                "analyzer": vectorizer.analyzer,
-                "ngram_range": list(vectorizer.ngram_range),
-                "terms": terms,
-                "idf": vectorizer.idf_.tolist(),
-            }
-        )
-    return blocks
 
 
 def save_artifact(artifact: dict, path: Path) -> str:
@@ -167,7 +109,7 @@ class LinearRouteScorer:
 class SecondStage:
     """The second-stage model: standardised clause features → multinomial logits.
 
-    Stored in the artifact as plain numbers (`second_stage_artifact`), evaluated here
+    Stored in the artifact as plain numbers (`router.models.local.fitted`), evaluated here
     with one matrix product; a test proves it equals the scikit-learn pipeline it came
     from.
     """
@@ -196,25 +138,6 @@ class SecondStage:
     def probabilities(self, features: np.ndarray) -> np.ndarray:
         """Rows of route probabilities (temperature applied) for rows of features."""
         return softmax_rows(self.logits(np.atleast_2d(features)) / self.temperature)
-
-
-def second_stage_artifact(
-    pipeline: object, features: Sequence[str], *, temperature: float, meta: dict
-) -> dict:
-    """The JSON form of a fitted StandardScaler + LogisticRegression pipeline."""
-    steps = pipeline.named_steps  # type: ignore[attr-defined]
-    scaler, classifier = steps["scaler"], steps["classifier"]
-    if list(classifier.classes_) != list(range(len(ROUTES))):
-        raise ArtifactError("second-stage data must contain every route")
-    return {
-        "features": list(features),
-        "mean": scaler.mean_.tolist(),
-        "scale": scaler.scale_.tolist(),
-        "coef": classifier.coef_.tolist(),
-        "intercept": classifier.intercept_.tolist(),
-        "temperature": temperature,
-        "training": meta,
-    }
 
 
 def load_artifact(path: Path) -> tuple[dict, str]:

@@ -18,7 +18,8 @@ from router.app.training import TrainResult, train_local
 from router.cli.main import app
 from router.contracts import ExperimentConfig, VariantConfig
 from router.gateway.app import create_app
-from router.models.local.model import LocalRouteModel, TrainOptions
+from router.models.local.model import LocalRouteModel
+from router.models.local.train import TrainOptions
 from router.routing.experiments import assign
 from router.routing.policy import decide
 from router.settings import Settings, get_settings

