@@ -1,4 +1,5 @@
-"""`GET /metrics`: Prometheus exposition of `router.telemetry.metrics` (all workers in multi-process mode).
+"""`GET /metrics`: Prometheus exposition of `router.telemetry.metrics` (every worker's, in
+multi-process mode).
 
 Unauthenticated on purpose, like `/healthz`: scrapers rarely carry API keys, and nothing
 here identifies a customer (labels are route templates, routes, reasons, backends and
