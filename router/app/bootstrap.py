@@ -112,9 +112,19 @@ def ensure_trained(settings: Settings, backend: str = "local") -> None:
             )
         finally:
             done.set()
+            _release_training_workers()
         logger.warning("trained the %s model in %.0f s: %s, policy %s (threshold %.2f)",
                        backend, time.monotonic() - started, result.model_path,
                        result.policy_path, result.policy.threshold)
+
+
+def _release_training_workers() -> None:
+    """Stop the worker processes training fitted its folds in (joblib keeps them for
+    reuse): a server that trained at start has no further use for them, and their
+    manager thread would hold up the process's exit by the length of its stop grace."""
+    from joblib.externals.loky import get_reusable_executor
+
+    get_reusable_executor().shutdown(wait=True)
 
 
 def _report_progress(backend: str, started: float, done: threading.Event) -> None:
