@@ -122,7 +122,7 @@ def _release_training_workers() -> None:
     """Stop the worker processes training fitted its folds in (joblib keeps them for
     reuse): a server that trained at start has no further use for them, and their
     manager thread would hold up the process's exit by the length of its stop grace."""
-    from joblib.externals.loky import get_reusable_executor
+    from joblib.externals.loky import get_reusable_executor  # type: ignore[import-untyped]
 
     get_reusable_executor().shutdown(wait=True)
 

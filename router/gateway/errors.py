@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -86,7 +87,8 @@ _HTTP_CODES = {
 
 
 def error_response(
-    request: Request, status: int, code: str, message: str, headers: dict | None = None
+    request: Request, status: int, code: str, message: str,
+    headers: Mapping[str, str] | None = None,
 ) -> JSONResponse:
     request_id = getattr(request.state, "request_id", None) or uuid.uuid4().hex
     body = {"error": {"code": code, "message": message, "request_id": request_id}}

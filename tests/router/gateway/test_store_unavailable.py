@@ -24,12 +24,12 @@ SECRETS = ("Oswin", "Harrowgate", "Pelham", "900872")
 
 
 @pytest.fixture
-def emptied(settings: Settings, any_db_url: str) -> Iterator[TestClient]:
+def emptied(settings: Settings, any_db_url: str) -> Iterator[tuple[TestClient, str]]:
+    """A running app and a case it opened, on a database whose tables are then dropped."""
     chosen = settings.model_copy(update={"database_url": any_db_url})
     with TestClient(create_app(chosen)) as client:
         opened = client.post("/v1/messages", json={"text": "Where is my order O-1002?"})
         assert opened.status_code == 200
-        client.app.state.case_id = opened.json()["case_id"]
         engine = make_engine(any_db_url)
         try:
             tables = MetaData()
@@ -37,25 +37,25 @@ def emptied(settings: Settings, any_db_url: str) -> Iterator[TestClient]:
             tables.drop_all(engine)
         finally:
             engine.dispose()
-        yield client
+        yield client, opened.json()["case_id"]
 
 
 def test_every_request_gets_503_and_no_customer_text_is_logged(
-    emptied: TestClient, caplog: pytest.LogCaptureFixture,
+    emptied: tuple[TestClient, str], caplog: pytest.LogCaptureFixture,
 ) -> None:
-    case_id = emptied.app.state.case_id
+    client, case_id = emptied
     with caplog.at_level(logging.DEBUG):
         answers = [
-            emptied.post("/v1/route", json={"text": PERSONAL}),
-            emptied.post("/v1/messages", json={"text": PERSONAL}),
-            emptied.post("/v1/messages", json={"text": PERSONAL, "case_id": case_id}),
-            emptied.get(f"/v1/cases/{case_id}"),
-            emptied.get("/v1/approvals"),
-            emptied.get("/v1/handoffs"),
-            emptied.post(f"/v1/handoffs/{case_id}/reply", json={"agent": "sam",
+            client.post("/v1/route", json={"text": PERSONAL}),
+            client.post("/v1/messages", json={"text": PERSONAL}),
+            client.post("/v1/messages", json={"text": PERSONAL, "case_id": case_id}),
+            client.get(f"/v1/cases/{case_id}"),
+            client.get("/v1/approvals"),
+            client.get("/v1/handoffs"),
+            client.post(f"/v1/handoffs/{case_id}/reply", json={"agent": "sam",
                                                                  "text": PERSONAL}),
         ]
-        ready = emptied.get("/readyz")
+        ready = client.get("/readyz")
     assert [(a.status_code, a.json()["error"]["code"]) for a in answers] == \
         [(503, "store_unavailable")] * len(answers)
     assert all(a.headers["Retry-After"] == "5" for a in answers)
