@@ -33,6 +33,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from router.app.bootstrap import build_services, ensure_trained
 from router.app.services import Services
+from router.errors import SupportRouterError
 from router.gateway.errors import error_response
 from router.settings import Settings
 
@@ -64,9 +65,13 @@ def start_in_background(settings: Settings, missing: list[str], state: StartupSt
             state.waiting_for = ["model loading"]
             started(build_services(settings))
             state.waiting_for = []
-        except BaseException:
-            logger.critical("the gateway could not start; this process exits with %d",
-                            START_FAILED_EXIT_CODE, exc_info=True)
+        except BaseException as exc:
+            # Our errors say what to fix (a missing data folder, a bad artifact); others
+            # are named by class, their traceback follows either way.
+            reason = (f"{exc.code}: {exc.message}" if isinstance(exc, SupportRouterError)
+                      else type(exc).__name__)
+            logger.critical("the gateway could not start (%s); this process exits with %d",
+                            reason, START_FAILED_EXIT_CODE, exc_info=True)
             for handler in logging.getLogger().handlers:
                 handler.flush()
             os._exit(START_FAILED_EXIT_CODE)

@@ -5,7 +5,9 @@ The training test gives the gateway a tiny labelled data folder (48 rows written
 and an empty model folder, so it has to train before it can serve, with two workers.
 While it trains, `/healthz` answers 200, `/readyz` 503 saying what it waits for, and a
 routing request 503 `starting` with a `Retry-After`; afterwards it serves normally, and
-the log shows one training, not one per worker.
+the log shows one training, not one per worker. A first start whose training fails
+(no data) ends with a non-zero exit code and the reason, instead of answering 503 for
+ever.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from pathlib import Path
 import httpx
 
 from router.app.bootstrap import TRAINING_LOCK
-from tests.servers import GatewayProcess, gateway_env
+from tests.servers import GatewayProcess, free_port, gateway_env
 
 CLI = str(Path(sys.executable).with_name("support-router"))
 START_TIMEOUT_S = 180.0
@@ -74,6 +76,18 @@ def test_a_port_in_use_is_refused_before_anything_loads(tmp_path: Path) -> None:
     # Refused before the missing model was trained (or anything else was started).
     assert "training" not in done.stderr + done.stdout
     assert not empty_models.exists() or not any(empty_models.iterdir())
+
+
+def test_a_first_start_whose_training_fails_exits_non_zero_and_says_why(
+    tmp_path: Path,
+) -> None:
+    models = tmp_path / "models"
+    env = gateway_env(models, models / "policy.json", tmp_path / "var",
+                      routes_data=str(tmp_path / "no-such-data"))
+    done = subprocess.run([CLI, "serve", "--port", str(free_port()), "--workers", "2"],
+                          env=env, capture_output=True, text=True, timeout=TRAIN_TIMEOUT_S)
+    assert done.returncode != 0
+    assert "could not start (data_not_found: no labelled data at" in done.stderr + done.stdout
 
 
 def test_a_first_start_trains_once_and_answers_health_checks_meanwhile(

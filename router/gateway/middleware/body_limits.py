@@ -172,7 +172,10 @@ class Limits:
                    settings.body_timeout_s)
 
 
-DEFAULT_LIMITS = Limits.from_settings(Settings.model_construct())
+DEFAULT_LIMITS = Limits(*(Settings.model_fields[name].default for name in (
+    "max_body_bytes", "max_json_depth", "max_request_line_bytes", "max_header_count",
+    "body_timeout_s")))
+"""The settings' defaults, for an app whose settings are not loaded yet."""
 
 
 class RequestLimits:
