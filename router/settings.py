@@ -65,8 +65,8 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
     # Bad input (router/gateway/middleware/body_limits.py): a body above max_body_bytes is
-    # refused with 413 while it streams in (never buffered past the limit); JSON nested deeper than
-    # max_json_depth objects/arrays is refused with 400 before it is parsed.
+    # refused with 413 while it streams in (never buffered past the limit); JSON nested
+    # deeper than max_json_depth objects/arrays is refused with 400 before it is parsed.
     max_body_bytes: int = Field(default=64 * 1024, ge=1024)
     max_json_depth: int = Field(default=16, ge=2, le=256)
 

@@ -108,9 +108,8 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     # Outside the limits: while the services are not built yet, it answers for the app.
     app.add_middleware(StartupGate)
 
-    # Request id, access log line and latency histogram
-    # (router/gateway/middleware/observability.py); added last, so it is the outermost of
-    # ours and sees every refusal of the others.
+    # Request id, access log line and latency histogram (middleware/observability.py);
+    # added last, so it is the outermost of ours and sees every refusal of the others.
     app.add_middleware(ObservabilityMiddleware)
 
     for api_router in ROUTERS:

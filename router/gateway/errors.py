@@ -39,11 +39,11 @@ logger = logging.getLogger(__name__)
 _DESCRIPTIONS = {
     400: "the body is not UTF-8 JSON (`invalid_json`, `invalid_encoding`) or nests too deep "
          "(`json_too_deep`)",
-    408: "the body did not arrive within `body_timeout_s` (`body_timeout`); the connection "
-         "is closed",
     401: "missing or unknown API key (`unauthorized`)",
     403: "the key lacks the role this endpoint needs (`forbidden`), or a policy forbids it",
     404: "no such case or operation (`not_found`, `unknown_case`, `unknown_operation`)",
+    408: "the body did not arrive within `body_timeout_s` (`body_timeout`); the connection "
+         "is closed",
     409: "conflicts with the current state (`conflict` and more specific codes)",
     413: "the body is larger than `max_body_bytes` (`body_too_large`)",
     414: "the request target is longer than `max_request_line_bytes` (`uri_too_long`)",
@@ -69,8 +69,8 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
 
 
 ERROR_RESPONSES = error_responses(400, 408, 413, 414, 415, 422, 431, 503)
-"""Every route: heads, bodies and parameters are checked (router/gateway/middleware/body_limits.py,
-validation), and every route answers 503 while the gateway starts or the database is away."""
+"""Every route: bodies and parameters are checked (middleware/body_limits.py, validation),
+and every route answers 503 while the gateway starts or the database is away."""
 
 STORE_RETRY_AFTER_S = 5
 

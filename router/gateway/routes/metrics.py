@@ -1,5 +1,4 @@
-"""`GET /metrics`: Prometheus exposition of `router.telemetry.metrics` (every worker's, in
-multi-process mode).
+"""`GET /metrics`: Prometheus exposition of `router.telemetry.metrics` (all workers together).
 
 Unauthenticated on purpose, like `/healthz`: scrapers rarely carry API keys, and nothing
 here identifies a customer (labels are route templates, routes, reasons, backends and
