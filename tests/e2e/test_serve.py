@@ -179,7 +179,6 @@ def test_sigterm_lets_requests_in_flight_finish_and_leaves_no_half_written_case(
     assert "/v1/messages" in after_shutdown, server.output()
     assert "died" not in server.output()  # no worker was killed along the way
     assert "Unexpected exit" not in server.output()
-    assert "refused to gracefully stop" not in server.output()  # none killed at the grace
 
     engine = make_engine(settings.resolved_database_url)
     try:
