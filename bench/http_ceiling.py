@@ -1,10 +1,12 @@
 """The ceiling of the HTTP stack alone: `/v1/route`'s shape with no work behind it.
 
     python bench/http_ceiling.py [--workers 2] [--seconds 15] [--repeat 3] [--rate 1500]
+                                 [--server granian|uvicorn]
 
 Serves a FastAPI app whose `POST /v1/route` validates the same JSON body as the gateway
 and answers a constant decision: no model, no middleware, no database. It runs on the
-gateway's server settings (uvicorn, uvloop, httptools, the same worker count) and is
+gateway's server (granian, HTTP/1, the same worker count; `--server uvicorn` for uvicorn
+with uvloop and httptools, the server before it) and is
 loaded the way `bench/load.py` loads the gateway (wrk, 32 connections, the same message
 bodies). Whatever this reaches on a machine bounds what the gateway can reach there, so
 it tells a slow gateway from a slow machine. Prints medians over `--repeat` runs.
@@ -66,6 +68,7 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--seconds", type=float, default=15.0)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--server", choices=("granian", "uvicorn"), default="granian")
     parser.add_argument("--rate", type=float, default=0.0,
                         help="requests/s offered over the connections (0: closed loop)")
     args = parser.parse_args()
@@ -78,12 +81,15 @@ def main() -> None:
         bodies = workdir / "route.jsonl"
         bodies.write_text("\n".join(route_bodies()) + "\n")
         port = free_port()
-        server = subprocess.Popen(
+        command = (
+            [sys.executable, "-m", "granian", "--interface", "asgi", "--http", "1",
+             "--no-ws", "--port", str(port), "--workers", str(args.workers),
+             "--log-level", "warning", "bench.http_ceiling:app"]
+            if args.server == "granian" else
             [sys.executable, "-m", "uvicorn", "bench.http_ceiling:app", "--port", str(port),
              "--workers", str(args.workers), "--loop", "uvloop", "--http", "httptools",
-             "--no-access-log", "--log-level", "warning"],
-            cwd=Path(__file__).resolve().parents[1],
-        )
+             "--no-access-log", "--log-level", "warning"])
+        server = subprocess.Popen(command, cwd=Path(__file__).resolve().parents[1])
         try:
             base = f"http://127.0.0.1:{port}"
             _wait_ready(base)
@@ -100,7 +106,8 @@ def main() -> None:
     p99 = statistics.median(r.p99_ms for r in runs)
     errors = sum(sum(r.errors.values()) for r in runs)
     load = f"{args.rate:,.0f} req/s offered" if args.rate else "closed loop"
-    print(f"no-op /v1/route, {args.workers} workers, {args.clients} wrk connections, {load}, "
+    print(f"no-op /v1/route on {args.server}, {args.workers} workers, "
+          f"{args.clients} wrk connections, {load}, "
           f"{args.seconds:g} s × {args.repeat}: {rate:,.0f} req/s, p50 {p50:.1f} ms, "
           f"p99 {p99:.1f} ms, {errors} errors (medians)")
 

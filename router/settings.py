@@ -103,6 +103,23 @@ class Settings(BaseSettings):
     # On SIGTERM, requests in flight get this long to finish before they are cancelled.
     shutdown_grace_s: float = Field(default=30.0, gt=0)
 
+    # What a connection may cost before the app sees a request (router/gateway/server.py).
+    # The server (granian) holds at most max_request_head_bytes of request line and
+    # headers per connection (more: 431, closed) and never more than 100 header fields;
+    # the app then refuses a longer request target (414) or more header fields (431).
+    max_request_head_bytes: int = Field(default=16 * 1024, ge=8192, le=1024 * 1024)
+    max_request_line_bytes: int = Field(default=8 * 1024, ge=256)
+    max_header_count: int = Field(default=64, ge=8, le=100)
+    # A request's line and headers must arrive within header_timeout_s of the connection
+    # opening or of the previous response: the same timer closes idle keep-alive
+    # connections and slowloris heads. The body then has body_timeout_s (408, closed).
+    header_timeout_s: float = Field(default=10.0, ge=0.001, le=60.0)
+    body_timeout_s: float = Field(default=15.0, gt=0)
+    # Proxies whose X-Forwarded-For / X-Forwarded-Proto are believed (IPs or CIDR
+    # networks, JSON list). None by default: the caller is the socket peer, whatever a
+    # request's headers claim (the keyless rate limit is per caller address).
+    trusted_proxies: list[str] = Field(default_factory=list)
+
     # The `other` route's fallback: `provider:model` for LangChain's `init_chat_model`
     # (the agent, checkpointed in var_dir); unset → the embedded FAQ responder.
     fallback_model: str | None = None

@@ -3,10 +3,12 @@
 `GatewayProcess` starts the gateway on a free loopback port with its output in a log
 file, waits until it answers 200 on its ready path (failing the test with the log's tail
 if it exits or never does), and stops it with SIGTERM as a process manager would.
+`gateway_env` is the environment for one, `child_pids` finds its worker processes.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
@@ -24,6 +26,32 @@ from tests.paths import REPO_ROOT
 SERVE = (sys.executable, "-c", "from router.cli.main import app; app()", "serve")
 """`support-router serve` from this checkout's sources."""
 TAIL_CHARS = 4000
+
+
+def gateway_env(model_dir: Path, policy_path: Path, var_dir: Path,
+                **settings: str) -> dict[str, str]:
+    """This machine's environment without our settings, plus the given files and
+    `settings` (as `SUPPORT_ROUTER_<NAME>`)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SUPPORT_ROUTER_")}
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    env.update({
+        "SUPPORT_ROUTER_MODEL_DIR": str(model_dir),
+        "SUPPORT_ROUTER_POLICY_PATH": str(policy_path),
+        "SUPPORT_ROUTER_VAR_DIR": str(var_dir),
+    })
+    env.update({f"SUPPORT_ROUTER_{name.upper()}": value for name, value in settings.items()})
+    return env
+
+
+def child_pids(pid: int) -> set[int]:
+    """The processes `pid` started (any of its threads), from Linux's /proc."""
+    children: set[int] = set()
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            children.update(int(c) for c in (task / "children").read_text().split())
+    except FileNotFoundError:  # the process (or a thread) is gone
+        pass
+    return children
 
 
 def free_port() -> int:

@@ -8,7 +8,12 @@ chosen for one model never silently applies to another.
 
 from __future__ import annotations
 
+import fcntl
 import logging
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from sqlalchemy import Engine
@@ -31,24 +36,101 @@ from router.telemetry.metrics import track_breaker
 logger = logging.getLogger(__name__)
 
 
+TRAINING_LOCK = ".training.lock"
+PROGRESS_EVERY_S = 30.0
+
+
+def _artifact_paths(settings: Settings, backend: str) -> tuple[Path, Path]:
+    if backend == "local":
+        return settings.local_model_path, settings.policy_path
+    return settings.e5_model_path, settings.e5_policy_path
+
+
+def _is_trained(settings: Settings, backend: str) -> bool:
+    # The policy is written after the model: both there means training finished.
+    return all(path.exists() for path in _artifact_paths(settings, backend))
+
+
+def models_to_train(settings: Settings) -> list[str]:
+    """The backends a start with these settings would have to train first (usually none)."""
+    backends = ["local", "e5"] if settings.backend == "e5" else ["local"]
+    return [backend for backend in backends if not _is_trained(settings, backend)]
+
+
+@contextmanager
+def training_lock(model_dir: Path) -> Iterator[None]:
+    """Held while a model is trained into `model_dir`: one process trains, others wait.
+
+    Taken only when something must be trained, so a read-only model folder (an image
+    with the models in it) never needs to be writable. `flock` is released by the
+    kernel if the holder dies, so a killed trainer never blocks the next start.
+    """
+    model_dir.mkdir(parents=True, exist_ok=True)
+    with (model_dir / TRAINING_LOCK).open("a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            logger.warning("another process is training a model in %s; waiting for it",
+                           model_dir)
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def ensure_trained(settings: Settings, backend: str = "local") -> None:
-    """Train the local model (or its e5 variant) from the labelled data if it or its
-    policy is missing, so a fresh install serves without a separate training step."""
-    model_path, policy_path = (
-        (settings.local_model_path, settings.policy_path)
-        if backend == "local"
-        else (settings.e5_model_path, settings.e5_policy_path)
-    )
-    if model_path.exists() and policy_path.exists():
+    """Train the local model (or its e5 variant) from the labelled data if it or its policy
+    is missing, so a fresh install serves without a separate training step.
+
+    Once per model folder, whichever processes start at the same time (`training_lock`);
+    its stages are logged, with a line every 30 s while it runs, so a first start that
+    takes minutes cannot be mistaken for a hang.
+    """
+    if _is_trained(settings, backend):
         return
-    logger.warning("no %s model at %s; training it now", backend, model_path)
-    train_local(
-        settings.routes_data,
-        settings.model_dir,
-        policy_path=policy_path,
-        steering_data=settings.steering_data,
-        backend=backend,
-    )
+    model_path, policy_path = _artifact_paths(settings, backend)
+    with training_lock(settings.model_dir):
+        if _is_trained(settings, backend):  # another process trained it while we waited
+            logger.warning("the %s model was trained by another process; loading it", backend)
+            return
+        logger.warning(
+            "no %s model at %s: training it now from %s (a few minutes on 2 cores; the "
+            "gateway answers /healthz meanwhile, and /readyz once it is loaded)",
+            backend, model_path, settings.routes_data)
+        started = time.monotonic()
+        done = threading.Event()
+        threading.Thread(target=_report_progress, args=(backend, started, done),
+                         name="training-progress", daemon=True).start()
+        try:
+            result = train_local(
+                settings.routes_data,
+                settings.model_dir,
+                policy_path=policy_path,
+                steering_data=settings.steering_data,
+                backend=backend,
+            )
+        finally:
+            done.set()
+            _release_training_workers()
+        logger.warning("trained the %s model in %.0f s: %s, policy %s (threshold %.2f)",
+                       backend, time.monotonic() - started, result.model_path,
+                       result.policy_path, result.policy.threshold)
+
+
+def _release_training_workers() -> None:
+    """Stop the worker processes training fitted its folds in (joblib keeps them for
+    reuse): a server that trained at start has no further use for them, and their
+    manager thread would hold up the process's exit by the length of its stop grace."""
+    from joblib.externals.loky import get_reusable_executor  # type: ignore[import-untyped]
+
+    get_reusable_executor().shutdown(wait=True)
+
+
+def _report_progress(backend: str, started: float, done: threading.Event) -> None:
+    while not done.wait(PROGRESS_EVERY_S):
+        logger.warning("still training the %s model (%.0f s so far)", backend,
+                       time.monotonic() - started)
 
 
 def load_local(settings: Settings) -> BoundModel:

@@ -43,28 +43,26 @@ def serve(
 ) -> None:
     """Start the HTTP gateway (trains the embedded model first if it is missing).
 
-    Without API keys only loopback may be bound. SIGTERM lets requests in flight finish
-    (up to `shutdown_grace_s`) and exits 0.
+    Without API keys only loopback may be bound; a port in use is refused before anything
+    loads. While a missing model trains, /healthz answers and /readyz says what it waits
+    for. SIGTERM lets requests in flight finish (up to `shutdown_grace_s`) and exits 0.
     """
-    from router.access import KeyRing
-    from router.gateway.server import check_bind, serve_gateway
+    from router.gateway.server import preflight, serve_gateway
     from router.settings import get_settings
-    from router.telemetry.logs import configure_logging, uvicorn_log_config
+    from router.telemetry.logs import configure_logging
     from router.telemetry.metrics import prepare_multiprocess_dir
 
     settings = get_settings()
     bind = host or settings.host
     try:
-        check_bind(settings, bind)
-        KeyRing(settings.api_keys)  # contradictory key entries: refuse before anything starts
+        preflight(settings, bind, port or settings.port)  # keys, loopback rule, free port
     except SupportRouterError as exc:
         # A refused start exits 2, like a usage error: a supervisor restarting the gateway
         # must not mistake it for a crash worth retrying.
         fail(exc, exit_code=2)
-    configure_logging(settings)  # JSON lines from here on; uvicorn's access log is ours
+    configure_logging(settings)  # JSON lines from here on
     prepare_multiprocess_dir()  # PROMETHEUS_MULTIPROC_DIR: empty it before workers start
-    serve_gateway(settings, host=bind, port=port or settings.port, workers=workers,
-                  log_config=uvicorn_log_config(settings), access_log=False)
+    serve_gateway(settings, host=bind, port=port or settings.port, workers=workers)
 
 
 @contextmanager

@@ -9,14 +9,16 @@ from typing import Any
 
 from fastapi import APIRouter, FastAPI
 
-from router.app.bootstrap import build_services
+from router.app.bootstrap import build_services, models_to_train
 from router.app.services import Services
 from router.gateway.errors import ERROR_RESPONSES, error_responses, install_error_handlers
 from router.gateway.middleware.access import install_access
 from router.gateway.middleware.body_limits import RequestLimits
+from router.gateway.middleware.forwarded import ForwardedHeaders
 from router.gateway.middleware.observability import ObservabilityMiddleware
 from router.gateway.routes import admin, approvals, cases, docs, handoffs, health, messages, route
 from router.gateway.routes import metrics as metrics_route
+from router.gateway.startup import StartupGate, StartupState, start_in_background
 from router.settings import Settings, get_settings
 from router.telemetry.logs import install_logging
 
@@ -44,7 +46,8 @@ ROUTERS = [
 
 
 def create_app(settings: Settings | None = None, *, services: Services | None = None,
-               json_logs: bool = False, freeze_heap: bool = False) -> FastAPI:
+               json_logs: bool = False, freeze_heap: bool = False,
+               background_start: bool = False) -> FastAPI:
     """Build the app; services (model, policy, database) are built at start-up, not import.
 
     `json_logs=True` (the served app, `router.gateway.asgi`) installs the JSON log handler
@@ -57,21 +60,33 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     garbage collector's reach (`gc.freeze()`). Otherwise every full collection walks
     them all, a pause of tens of milliseconds that lands on whichever requests are in
     flight: most of the served p99. Process-wide, so not for apps built inside tests.
+
+    `background_start=True` (the served app): when a model must be trained first, start
+    in a thread and let `StartupGate` answer meanwhile (router/gateway/startup.py); a
+    start that fails there ends the process.
     """
 
-    @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        undo_logging = (install_logging(services.settings if services is not None
-                                        else settings or get_settings())
-                        if json_logs else lambda: None)
-        if services is None:
-            app.state.services = build_services(settings or get_settings())
+    def started(app: FastAPI, built: Services) -> None:
+        app.state.services = built
         install_access(app)
         if freeze_heap:
             gc.collect()
             gc.freeze()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        chosen = services.settings if services is not None else settings or get_settings()
+        undo_logging = install_logging(chosen) if json_logs else lambda: None
+        missing = models_to_train(chosen) if services is None and background_start else []
+        if missing:
+            start_in_background(chosen, missing, app.state.startup,
+                                lambda built: started(app, built))
+        else:
+            started(app, services if services is not None else build_services(chosen))
         yield
-        app.state.services.close()
+        built = getattr(app.state, "services", None)
+        if built is not None:
+            built.close()
         undo_logging()  # the root logger is process-wide: leave it as it was found
 
     app = FastAPI(
@@ -83,12 +98,18 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         docs_url=None,
         redoc_url=None,
     )
+    app.state.startup = StartupState()
     if services is not None:
         app.state.services = services
     install_error_handlers(app)
     # Added before the request-id middleware, so it runs inside it: its refusals carry
     # the request id too. Bodies are checked before routing: nothing is written.
     app.add_middleware(RequestLimits)
+    # The caller's address for the keyless rate limit: the socket peer, unless the peer is
+    # a configured proxy (router/gateway/middleware/forwarded.py).
+    app.add_middleware(ForwardedHeaders)
+    # Outside the limits: while the services are not built yet, it answers for the app.
+    app.add_middleware(StartupGate)
 
     # Request id, access log line and latency histogram (middleware/observability.py);
     # added last, so it is the outermost of ours and sees every refusal of the others.

@@ -2,6 +2,13 @@
 
 Every error the API can produce goes through here, so clients can rely on a stable
 `code` and nothing ever answers with a traceback.
+
+A database that cannot be reached, or whose schema is not the one this code expects
+(dropped, recreated empty, not migrated), answers 503 `store_unavailable` with a
+`Retry-After`, on every endpoint: the request may succeed later, and nothing of it was
+done. Its log line names the error's class and SQLSTATE only: a driver's message can
+quote the values of the statement (a unique violation's DETAIL does), and those are
+customer data. The engine hides bound parameters too (router/storage/db.py).
 """
 
 from __future__ import annotations
@@ -14,6 +21,14 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import (
+    DataError,
+    DBAPIError,
+    DisconnectionError,
+    IntegrityError,
+    SQLAlchemyError,
+)
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from router.errors import SupportRouterError
@@ -27,13 +42,18 @@ _DESCRIPTIONS = {
     401: "missing or unknown API key (`unauthorized`)",
     403: "the key lacks the role this endpoint needs (`forbidden`), or a policy forbids it",
     404: "no such case or operation (`not_found`, `unknown_case`, `unknown_operation`)",
+    408: "the body did not arrive within `body_timeout_s` (`body_timeout`); the connection "
+         "is closed",
     409: "conflicts with the current state (`conflict` and more specific codes)",
     413: "the body is larger than `max_body_bytes` (`body_too_large`)",
+    414: "the request target is longer than `max_request_line_bytes` (`uri_too_long`)",
     415: "the body is not sent as `application/json` (`unsupported_media_type`)",
     422: "the JSON does not fit the request model (`invalid_request`, `empty_text`, "
          "`text_too_long`, `control_characters`, …)",
     429: "rate limit exceeded (`rate_limited`), see `Retry-After`",
-    503: "a dependency is unavailable (`model_unavailable`, `store_error`)",
+    431: "more header fields than `max_header_count` (`too_many_headers`)",
+    503: "the gateway is starting (`starting`), or a dependency is unavailable "
+         "(`store_unavailable`, `model_unavailable`, `store_error`); see `Retry-After`",
 }
 
 
@@ -48,8 +68,11 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
             for status in statuses}
 
 
-ERROR_RESPONSES = error_responses(400, 413, 415, 422)
-"""Every route: bodies and parameters are checked (middleware/body_limits.py, validation)."""
+ERROR_RESPONSES = error_responses(400, 408, 413, 414, 415, 422, 431, 503)
+"""Every route: bodies and parameters are checked (middleware/body_limits.py, validation),
+and every route answers 503 while the gateway starts or the database is away."""
+
+STORE_RETRY_AFTER_S = 5
 
 _HTTP_CODES = {
     400: "bad_request",
@@ -83,6 +106,35 @@ def _describe_validation(exc: RequestValidationError) -> tuple[str, str]:
     return "invalid_request", f"{where}: {first.get('msg', 'invalid value')}"
 
 
+def is_store_outage(exc: SQLAlchemyError) -> bool:
+    """The database is away or not the expected schema (retry), not a refused statement.
+
+    Connection failures, missing tables or columns (`OperationalError`,
+    `ProgrammingError`, …), a pool that has no connection to give: an outage. A statement
+    the database refused for its values (`IntegrityError`, `DataError`) is a bug or a
+    conflict, not something a retry fixes.
+    """
+    if isinstance(exc, IntegrityError | DataError):
+        return False
+    return isinstance(exc, DBAPIError | DisconnectionError | PoolTimeout)
+
+
+def describe_database_error(exc: SQLAlchemyError) -> str:
+    """The error's class, the driver's class and its error code: never a message or a
+    value."""
+    described = type(exc).__name__
+    original = getattr(exc, "orig", None)
+    if original is not None:
+        described += f" ({type(original).__name__}"
+        sqlstate = getattr(original, "sqlstate", None)  # psycopg
+        if sqlstate:
+            described += f", SQLSTATE {sqlstate}"
+        elif getattr(original, "sqlite_errorname", None):
+            described += f", {original.sqlite_errorname}"
+        described += ")"
+    return described
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(SupportRouterError)
     async def _ours(request: Request, exc: SupportRouterError) -> JSONResponse:
@@ -100,6 +152,18 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = _HTTP_CODES.get(exc.status_code, "http_error")
         return error_response(request, exc.status_code, code, str(exc.detail), exc.headers)
+
+    @app.exception_handler(SQLAlchemyError)
+    async def _database(request: Request, exc: SQLAlchemyError) -> JSONResponse:
+        if is_store_outage(exc):
+            logger.error("the database is unavailable: %s", describe_database_error(exc))
+            return error_response(
+                request, 503, "store_unavailable",
+                "the database is unavailable or its schema is not current; nothing was "
+                f"done, retry after {STORE_RETRY_AFTER_S} s",
+                {"Retry-After": str(STORE_RETRY_AFTER_S)})
+        logger.error("the database refused a statement: %s", describe_database_error(exc))
+        return error_response(request, 500, "internal_error", "internal error; see server logs")
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

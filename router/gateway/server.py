@@ -1,28 +1,46 @@
-"""`support-router serve`: the loopback rule, worker processes and graceful shutdown.
+"""`support-router serve`: checks that need nothing loaded, then granian with its limits.
 
-Each worker runs `router.gateway.asgi:app` (by import string) and builds its own app from
-the environment, so settings reach it the same way they reached this process. On SIGTERM
-uvicorn stops accepting connections, lets requests in flight finish for up to
-`shutdown_grace_s`, runs the app's shutdown (closes the database), and the command exits 0.
+**Before anything loads** (`preflight`): the loopback rule (no keys → loopback only), a
+consistent key list, and a free port. A port in use is refused at once with a hint,
+rather than after the model has loaded (or, worse, shared: granian's workers bind with
+`SO_REUSEPORT`, so a second gateway of the same user could otherwise join the first).
 
-With several workers each one binds its own socket with `SO_REUSEPORT` and the kernel
-spreads new connections over them. uvicorn's own `--workers` shares one socket, and
-asyncio accepts every pending connection in one wake-up, so a client that opens its
-keep-alive connections at once (a load balancer's pool, `wrk`) could land them all on one
-worker and leave the other idle (seen in `bench/load.py`: 1,500 instead of 2,650 req/s).
-This supervisor does not restart a worker that dies: it stops the others and exits 1,
-and the process manager (systemd, Kubernetes) restarts the whole gateway.
+**The server** is granian (Rust, hyper), because it enforces per connection what a
+gateway exposed to clients needs before the app sees a byte:
+
+- the request line and headers together fit in `max_request_head_bytes` (more: 431 and
+  the connection is closed, so a 100 MB header block costs 16 KiB, not 100 MB), and
+  there are at most 100 header fields;
+- a request head must be complete within `header_timeout_s` of the connection opening or
+  of the previous response: slowloris heads, idle new connections and idle keep-alive
+  connections are all closed by that one timer, so idle sockets cannot pile up until the
+  process runs out of file descriptors;
+- each worker binds its own `SO_REUSEPORT` socket, so the kernel spreads connections over
+  the workers (one shared socket let one asyncio worker take a whole burst of keep-alive
+  connections); a worker that dies is replaced while the others go on serving, and a
+  replacement binds its socket only once its app has started, so it takes no connection
+  it cannot answer. A worker that dies again within seconds of being replaced is a crash
+  loop: the gateway then exits 1, for the process manager.
+
+The app adds what the server cannot know (router/gateway/middleware/body_limits.py): the
+request target within `max_request_line_bytes` (414), at most `max_header_count` header
+fields (431), the body within `body_timeout_s` (408, closed) and `max_body_bytes` (413).
+
+Not uvicorn: its httptools parser takes headers of any size and it has no head or body
+timeout. Not gunicorn with `uvicorn_worker.UvicornWorker`: gunicorn's `limit_request_*`
+settings apply to gunicorn's own parser, which that worker does not use; gunicorn's own
+`asgi` worker has those limits but no timeout on an unfinished head.
+
+On SIGTERM granian stops accepting, lets requests in flight finish, runs the app's
+shutdown (closes the database) and exits 0; a worker still busy after `shutdown_grace_s`
+is killed.
 """
 
 from __future__ import annotations
 
-import logging
-import multiprocessing
-import os
-import signal
+import errno
+import math
 import socket
-import time
-from types import FrameType
 from typing import Any
 
 from router.access import KeyRing
@@ -30,15 +48,21 @@ from router.errors import SupportRouterError
 from router.gateway.middleware.access import is_loopback_host
 from router.settings import Settings
 
-logger = logging.getLogger(__name__)
-
 ASGI_APP = "router.gateway.asgi:app"
+
 
 class LoopbackOnly(SupportRouterError):
     """Refusing to bind a public interface while every endpoint is open."""
 
     status_code = 400
     code = "loopback_only"
+
+
+class CannotBind(SupportRouterError):
+    """The address cannot be bound: the port is taken, or the interface is not ours."""
+
+    status_code = 400
+    code = "port_in_use"
 
 
 def check_bind(settings: Settings, host: str) -> None:
@@ -57,90 +81,89 @@ def check_bind(settings: Settings, host: str) -> None:
     )
 
 
-def _ensure_models(settings: Settings) -> None:
-    """Train missing models once here, not in every worker at the same time."""
-    from router.app.bootstrap import ensure_trained
+def check_port(host: str, port: int) -> None:
+    """Bind the address once, without `SO_REUSEPORT`, to learn whether anything holds it.
 
-    ensure_trained(settings)
-    if settings.backend == "e5":
-        ensure_trained(settings, "e5")
-
-
-def _exit_cleanly(signum: int, frame: FrameType | None) -> None:
-    """SIGTERM is how process managers ask for an orderly stop: exit 0, not -15.
-
-    uvicorn handles the signal itself while it serves (graceful shutdown) and afterwards
-    re-raises it to the handler that was installed before it started: this one.
+    `SO_REUSEADDR` is set so that connections of a gateway that just stopped (TIME_WAIT)
+    do not count; a listening socket does, whoever owns it.
     """
-    raise SystemExit(0)
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM)[0]
+    except socket.gaierror as exc:
+        raise CannotBind(f"cannot bind {host}: {exc.strerror}", code="cannot_bind") from None
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise CannotBind(
+                    f"port {port} on {host} is already in use (another gateway, or another "
+                    f"program). Stop it, or choose a free port with `--port {port + 1}` "
+                    f"(or SUPPORT_ROUTER_PORT)."
+                ) from None
+            raise CannotBind(f"cannot bind {host}:{port}: {exc.strerror}",
+                             code="cannot_bind") from None
 
 
-def serve_gateway(
-    settings: Settings, *, host: str, port: int, workers: int = 1, **uvicorn_options: Any
-) -> None:
-    """Check the bind address, then serve until SIGTERM/SIGINT (blocks).
-
-    `uvicorn_options` pass through to `uvicorn.run` (log config, access log).
-    """
-    import uvicorn
-
+def preflight(settings: Settings, host: str, port: int) -> None:
+    """Everything `serve` can refuse before a model or a worker is loaded."""
     check_bind(settings, host)
     KeyRing(settings.api_keys)  # duplicate names/digests fail here, before any worker starts
-    if workers > 1:
-        _ensure_models(settings)
-    # The app says how requests are let in when it starts (router.gateway.middleware.access).
-    options = {"timeout_graceful_shutdown": settings.shutdown_grace_s, **uvicorn_options}
-    if workers > 1:
-        raise SystemExit(_supervise(host, port, workers, options))
-    signal.signal(signal.SIGTERM, _exit_cleanly)
-    uvicorn.run(ASGI_APP, host=host, port=port, **options)
+    check_port(host, port)
 
 
-def _reuse_port_socket(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    sock.bind((host, port))
-    return sock
+def server_options(settings: Settings, *, host: str, port: int, workers: int) -> dict[str, Any]:
+    """The granian `Server` arguments for these settings (every limit in one place)."""
+    from granian.constants import HTTPModes, Interfaces
+    from granian.http import HTTP1Settings
+    from granian.log import LogLevels
+
+    return {
+        "target": ASGI_APP,
+        "address": host,
+        "port": port,
+        "interface": Interfaces.ASGI,
+        "workers": workers,
+        # HTTP/1 only: the head limits and timeouts above are HTTP/1 settings, and no
+        # client of the gateway needs HTTP/2 (a TLS-terminating proxy speaks HTTP/1 on).
+        "http": HTTPModes.http1,
+        "websockets": False,
+        "http1_settings": HTTP1Settings(
+            header_read_timeout=max(1, round(settings.header_timeout_s * 1000)),
+            keep_alive=True,
+            max_buffer_size=settings.max_request_head_bytes,
+        ),
+        "respawn_failed_workers": True,
+        # Also bounds a worker that hangs while stopping (granian asks for one: a worker can
+        # stall at its very last step, after everything was answered).
+        "workers_kill_timeout": max(1, math.ceil(settings.shutdown_grace_s)),
+        "log_level": LogLevels(settings.log_level.lower()),
+        "log_dictconfig": log_config(settings),
+        "log_access": False,  # the app writes one access line per request (router.requests)
+    }
 
 
-def _worker(host: str, port: int, options: dict[str, Any]) -> None:
-    """One worker process: its own listening socket on the shared port, one uvicorn."""
-    import uvicorn
+def log_config(settings: Settings) -> dict[str, Any]:
+    """JSON lines (router/telemetry/logs.py) for granian's own loggers too."""
+    from router.telemetry.logs import uvicorn_log_config
 
-    server = uvicorn.Server(uvicorn.Config(ASGI_APP, host=host, port=port, **options))
-    signal.signal(signal.SIGTERM, _exit_cleanly)
-    server.run(sockets=[_reuse_port_socket(host, port)])
+    config = uvicorn_log_config(settings)
+    config["loggers"] |= {
+        "_granian": {"handlers": [], "propagate": True},
+        "granian.access": {"handlers": [], "propagate": False, "level": "CRITICAL"},
+    }
+    return config
 
 
-def _supervise(host: str, port: int, workers: int, options: dict[str, Any]) -> int:
-    """Start the workers, pass SIGTERM on to them, and wait; the exit code for the command.
+def serve_gateway(settings: Settings, *, host: str, port: int, workers: int = 1) -> None:
+    """Check what can be checked before loading, then serve until SIGTERM/SIGINT (blocks).
 
-    SIGINT is not passed on: Ctrl-C reaches every process of the terminal's group already,
-    and a second one would make uvicorn skip its graceful shutdown.
+    Each worker imports `router.gateway.asgi:app` and builds its app from the environment,
+    so settings reach it the same way they reached this process.
     """
-    context = multiprocessing.get_context("spawn")
-    processes = [context.Process(target=_worker, args=(host, port, options),
-                                 name=f"gateway-worker-{n}") for n in range(workers)]
-    stopping = False
+    from granian.server import Server
 
-    def stop(signum: int, frame: FrameType | None) -> None:
-        nonlocal stopping
-        stopping = True
-        for process in processes:
-            if process.pid is not None and process.is_alive():
-                os.kill(process.pid, signal.SIGTERM)
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, lambda signum, frame: None)
-    for process in processes:
-        process.start()
-    while any(process.is_alive() for process in processes):
-        failed = [p for p in processes if p.exitcode not in (None, 0)]
-        if failed and not stopping:
-            logger.error("%s exited with %s; stopping the gateway", failed[0].name,
-                         failed[0].exitcode)
-            stop(signal.SIGTERM, None)
-        time.sleep(0.2)
-    return 0 if all(process.exitcode == 0 for process in processes) else 1
+    preflight(settings, host, port)
+    Server(**server_options(settings, host=host, port=port, workers=workers)).serve()

@@ -58,16 +58,22 @@ SQLITE_BUSY_TIMEOUT_S = 30.0
 
 
 def make_engine(url: str) -> Engine:
+    """An engine for `url`; never one that writes bound parameters into an error.
+
+    `hide_parameters`: SQLAlchemy's errors otherwise carry the statement's parameters
+    (a customer's message, name, address) into `str(error)`, and so into any log line
+    or traceback that shows the error.
+    """
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":
-        return create_engine(url, pool_pre_ping=True, future=True)
+        return create_engine(url, pool_pre_ping=True, future=True, hide_parameters=True)
 
     connect_args: dict[str, Any] = {"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_S}
     if parsed.database and parsed.database != ":memory:":
         Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
         connect_args["factory"] = _serialised_connection_class(
             Path(parsed.database).with_name(Path(parsed.database).name + ".writer-lock"))
-    engine = create_engine(url, connect_args=connect_args)
+    engine = create_engine(url, connect_args=connect_args, hide_parameters=True)
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]

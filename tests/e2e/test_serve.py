@@ -178,6 +178,7 @@ def test_sigterm_lets_requests_in_flight_finish_and_leaves_no_half_written_case(
     after_shutdown = server.output().split("Shutting down", 1)[1]
     assert "/v1/messages" in after_shutdown, server.output()
     assert "died" not in server.output()  # no worker was killed along the way
+    assert "Unexpected exit" not in server.output()
 
     engine = make_engine(settings.resolved_database_url)
     try:

@@ -1,4 +1,5 @@
-"""Request limits that hold before any endpoint sees a body: size, media type, encoding, depth.
+"""Request limits that hold before any endpoint sees a request: head, body size and time,
+media type, encoding, depth.
 
 Why a pure ASGI middleware and not FastAPI validation:
 
@@ -10,6 +11,14 @@ Why a pure ASGI middleware and not FastAPI validation:
 - **JSON depth** has to be checked before the JSON is parsed: a deeply nested document
   costs the parser recursion (and a `RecursionError` would be a 500). The depth is found
   by one linear scan over the text.
+- **Time**: the body must arrive within `body_timeout_s` of the head (408, and the
+  connection is closed), so a client that declares a body and sends it a byte at a
+  time, or not at all, holds a connection for seconds, not for ever. The server closes
+  connections whose head is unfinished (router/gateway/server.py); a body is the app's
+  to read, so its clock is here.
+- **Head**: the server bounds the request line and headers together; the request target
+  (414 `uri_too_long`) and the number of header fields (431 `too_many_headers`) get the
+  operator's narrower limits here.
 - **Media type and encoding**: FastAPI quietly treats a non-JSON content type as raw
   bytes (and then reports a confusing "not a dictionary"), and the JSON parser accepts
   UTF-16/32 bodies, `NaN`/`Infinity` and escaped lone surrogates (which later fail to
@@ -23,9 +32,11 @@ to the app unchanged.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from typing import Any
 
 from starlette.datastructures import Headers
@@ -144,11 +155,36 @@ def check_json_body(content_type: str | None, body: bytes, *, max_depth: int) ->
                               "which is not a character") from None
 
 
-class RequestLimits:
-    """ASGI middleware: refuse oversized, non-JSON, badly encoded or too-deep bodies.
+@dataclass(frozen=True)
+class Limits:
+    """The limits one app enforces, from its settings."""
 
-    The limits are the running app's settings (`max_body_bytes`, `max_json_depth`), read
-    per request from `app.state.services`, because the app is built before its settings
+    max_body_bytes: int
+    max_json_depth: int
+    max_request_line_bytes: int
+    max_header_count: int
+    body_timeout_s: float
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Limits:
+        return cls(settings.max_body_bytes, settings.max_json_depth,
+                   settings.max_request_line_bytes, settings.max_header_count,
+                   settings.body_timeout_s)
+
+
+DEFAULT_LIMITS = Limits(*(Settings.model_fields[name].default for name in (
+    "max_body_bytes", "max_json_depth", "max_request_line_bytes", "max_header_count",
+    "body_timeout_s")))
+"""The settings' defaults, for an app whose settings are not loaded yet."""
+
+
+class RequestLimits:
+    """ASGI middleware: refuse oversized heads, slow, oversized, non-JSON, badly encoded or
+    too-deep bodies.
+
+    The limits are the running app's settings (`max_body_bytes`, `max_json_depth`,
+    `max_request_line_bytes`, `max_header_count`, `body_timeout_s`), taken from
+    `app.state.services` once it exists, because the app is built before its settings
     are loaded (they are loaded in the lifespan). Explicit values override them.
     """
 
@@ -157,38 +193,69 @@ class RequestLimits:
         self.app = app
         self.max_body_bytes = max_body_bytes
         self.max_json_depth = max_json_depth
+        self._resolved: Limits | None = None
 
-    def _limits(self, scope: Scope) -> tuple[int, int]:
+    def _limits(self, scope: Scope) -> Limits:
+        if self._resolved is not None:
+            return self._resolved
         services = getattr(getattr(scope.get("app"), "state", None), "services", None)
         settings = getattr(services, "settings", None)
-        defaults = Settings.model_fields
-        max_bytes = self.max_body_bytes or getattr(
-            settings, "max_body_bytes", defaults["max_body_bytes"].default)
-        max_depth = self.max_json_depth or getattr(
-            settings, "max_json_depth", defaults["max_json_depth"].default)
-        return max_bytes, max_depth
+        limits = Limits.from_settings(settings) if settings is not None else DEFAULT_LIMITS
+        limits = replace(limits, max_body_bytes=self.max_body_bytes or limits.max_body_bytes,
+                         max_json_depth=self.max_json_depth or limits.max_json_depth)
+        if settings is not None:
+            self._resolved = limits  # settings do not change while an app runs
+        return limits
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limits = self._limits(scope)
         headers = Headers(scope=scope)
-        max_bytes, max_depth = self._limits(scope)
+        extra_headers: dict[str, str] | None = None
         try:
-            _check_declared_length(headers.get("content-length"), max_bytes)
+            _check_head(scope, limits)
+            _check_declared_length(headers.get("content-length"), limits.max_body_bytes)
             if scope["method"] not in BODY_METHODS:
                 await self.app(scope, receive, send)
                 return
-            body = await _read_body(receive, max_bytes)
+            try:
+                async with asyncio.timeout(limits.body_timeout_s):
+                    body = await _read_body(receive, limits.max_body_bytes)
+            except TimeoutError:
+                # The rest of the body may still come: the connection cannot be reused.
+                extra_headers = {"Connection": "close"}
+                raise BadBody(408, "body_timeout",
+                              f"the request body did not arrive within "
+                              f"{limits.body_timeout_s:g} s") from None
             if body is None:  # the client went away while sending; nobody to answer
                 return
             if body:
-                check_json_body(headers.get("content-type"), body, max_depth=max_depth)
+                check_json_body(headers.get("content-type"), body,
+                                max_depth=limits.max_json_depth)
         except BadBody as bad:
-            response = error_response(Request(scope), bad.status, bad.code, bad.message)
+            response = error_response(Request(scope), bad.status, bad.code, bad.message,
+                                      extra_headers)
             await response(scope, receive, send)
             return
         await self.app(scope, _replay(body, receive), send)
+
+
+def _check_head(scope: Scope, limits: Limits) -> None:
+    """The request target and the number of header fields, within the app's limits.
+
+    The server has already bounded both (the whole head fits in its buffer); these are
+    the narrower limits an operator set.
+    """
+    target = len(scope.get("raw_path") or scope["path"]) + len(scope.get("query_string", b""))
+    if target > limits.max_request_line_bytes:
+        raise BadBody(414, "uri_too_long",
+                      f"the request target is longer than the limit of "
+                      f"{limits.max_request_line_bytes} bytes")
+    if len(scope["headers"]) > limits.max_header_count:
+        raise BadBody(431, "too_many_headers",
+                      f"the request has more than {limits.max_header_count} header fields")
 
 
 def _too_large(max_bytes: int) -> BadBody:

@@ -75,7 +75,8 @@ def test_health_and_readiness(client: TestClient) -> None:
     assert client.get("/healthz").json() == {"status": "ok"}
     ready = client.get("/readyz")
     assert ready.status_code == 200
-    assert ready.json()["checks"] == {"model_and_policy": True, "database": True}
+    assert ready.json()["checks"] == {"model_and_policy": True, "database": True,
+                                      "schema": True}
 
 
 def test_unknown_path_uses_the_error_shape(client: TestClient) -> None:

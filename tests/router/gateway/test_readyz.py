@@ -1,4 +1,5 @@
-"""`GET /readyz`: not ready until model and policy are loaded and the database answers.
+"""`GET /readyz`: not ready until model and policy are loaded, the database answers and
+its schema is at the newest migration.
 
 A load balancer sends traffic only to ready instances, so a gateway whose database went
 away must say so (503) rather than accept requests it cannot log or act on.
@@ -7,6 +8,7 @@ away must say so (503) rather than accept requests it cannot log or act on.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
@@ -16,6 +18,8 @@ from router.app.bootstrap import build_services
 from router.gateway.app import create_app
 from router.gateway.deps import Services
 from router.settings import Settings
+from router.storage.db import make_engine
+from tests.conftest import sqlite_url
 from tests.servers import free_port
 
 
@@ -41,8 +45,8 @@ def test_ready_when_model_policy_and_database_are_there(services: Services) -> N
         response = client.get("/readyz")
     assert response.status_code == 200
     body = response.json()
-    assert body["status"] == "ready"
-    assert body["checks"] == {"model_and_policy": True, "database": True}
+    assert body["status"] == "ready" and body["ready"] is True
+    assert body["checks"] == {"model_and_policy": True, "database": True, "schema": True}
 
 
 def test_not_ready_while_services_are_not_ready(services: Services) -> None:
@@ -69,5 +73,21 @@ def test_not_ready_when_the_database_does_not_answer(
         assert client.get("/healthz").status_code == 200
     assert response.status_code == 503
     body = response.json()
-    assert body["status"] == "not_ready"
-    assert body["checks"] == {"model_and_policy": True, "database": False}
+    assert body["status"] == "not_ready" and body["ready"] is False
+    assert body["checks"] == {"model_and_policy": True, "database": False, "schema": False}
+
+
+def test_not_ready_on_a_database_that_answers_but_is_not_migrated(
+    services: Services, tmp_path: Path
+) -> None:
+    """A database recreated empty answers `SELECT 1`, yet every request on it would fail."""
+    services.engine = make_engine(sqlite_url(tmp_path / "empty"))
+    try:
+        with TestClient(create_app(services.settings, services=services)) as client:
+            response = client.get("/readyz")
+    finally:
+        services.engine.dispose()
+    assert response.status_code == 503
+    body = response.json()
+    assert body["checks"] == {"model_and_policy": True, "database": True, "schema": False}
+    assert body["schema_revision"] is None
