@@ -27,7 +27,7 @@ ReportPart = Literal["test", "all"]
 """`report --part`: the rows `calibrate` held out, or every row outside the model's
 training split."""
 
-ApprovalFilter = Literal["held", "approved", "rejected", "all"]
+ApprovalFilter = Literal["held", "approved", "rejected", "closed", "all"]
 """`handlers.services.refunds.ApprovalFilter`."""
 
 SupervisorDecision = Literal["approve", "reject"]

@@ -32,7 +32,7 @@ import httpx
 import pytest
 
 from router.app.training import TrainResult
-from tests.messages import TEAPOT
+from tests.messages import ANA, TEAPOT
 from tests.paths import REPO_ROOT
 from tests.servers import GatewayProcess
 
@@ -140,7 +140,7 @@ def test_the_installed_gateway_serves_from_an_empty_folder(
         server.start(env, [], tmp_path / "serve.log", cwd=work)
         server.wait_ready(START_TIMEOUT_S)
         response = httpx.post(f"{server.url}/v1/messages",
-                              json={"text": TEAPOT, "kind": "refund"}, timeout=30)
+                              json={"text": TEAPOT, "kind": "refund", "customer": ANA}, timeout=30)
         assert response.status_code == 200, response.text
         assert response.json()["status"] == "resolved"
         assert httpx.get(f"{server.url}/docs", timeout=10).status_code == 200

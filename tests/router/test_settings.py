@@ -20,7 +20,7 @@ from router.cli.main import app as cli
 from router.gateway.app import create_app
 from router.packaged import data_path, data_root
 from router.settings import Settings, get_settings, keep_caches_in_var_dir
-from tests.messages import TEAPOT
+from tests.messages import ANA, TEAPOT
 from tests.paths import DATASETS
 
 PACKAGE_DIR = Path(router.__file__).resolve().parent
@@ -134,8 +134,9 @@ def test_two_gateways_started_in_two_folders_share_no_state(
     monkeypatch.setenv("SUPPORT_ROUTER_POLICY_PATH", str(trained.policy_path))
     with _gateway_in(clean_env / "a", monkeypatch) as a, \
             _gateway_in(clean_env / "b", monkeypatch) as b:
-        first = a.post("/v1/messages", json={"text": TEAPOT, "kind": "refund"}).json()
-        second = b.post("/v1/messages", json={"text": TEAPOT, "kind": "refund"}).json()
+        message = {"text": TEAPOT, "kind": "refund", "customer": ANA}
+        first = a.post("/v1/messages", json=message).json()
+        second = b.post("/v1/messages", json=message).json()
         # A shared store would replay the first refund; each store issues its own.
         for body in (first, second):
             assert body["status"] == "resolved"
