@@ -80,7 +80,7 @@ def test_train_help_shows_the_e5_extra_literally() -> None:
         (["score"], "--backend <local|e5|typesafe>"),
         (["calibrate"], "--recalibrate <none|temperature|isotonic>"),
         (["label"], "--sample <random|uncertainty|disagreement|stratified>"),
-        (["approvals", "list"], "--status <held|approved|rejected|all>"),
+        (["approvals", "list"], "--status <held|approved|rejected|closed|all>"),
         (["approvals", "decide"], "decision <approve|reject>"),
         (["keys", "new"], "--role <gateway|agent|supervisor|admin>"),
         (["label"], "--since <date>"),
