@@ -87,7 +87,7 @@ def test_a_sub_group_on_its_own_has_the_boundary_too() -> None:
         (["label", "--out", "o", "--annotator", "a", "--input", "i", "--sample", "first"],
          "--sample", "'random', 'uncertainty', 'disagreement', 'stratified'"),
         (["approvals", "list", "--status", "pending"], "--status",
-         "'held', 'approved', 'rejected', 'all'"),
+         "'held', 'approved', 'rejected', 'closed', 'all'"),
         (["approvals", "decide", "op-1", "perhaps", "--supervisor", "m"], "decision",
          "'approve', 'reject'"),
         (["keys", "new", "--name", "x", "--role", "root"], "--role",

@@ -45,7 +45,7 @@ def test_list_and_decide(cli_env: Settings) -> None:
         (["decide", "{op}", "perhaps", "--supervisor", "m"], 2,
          "'perhaps' is not one of 'approve', 'reject'"),
         (["list", "--status", "pending"], 2,
-         "'pending' is not one of 'held', 'approved', 'rejected', 'all'"),
+         "'pending' is not one of 'held', 'approved', 'rejected', 'closed', 'all'"),
     ],
 )
 def test_errors_print_the_code_or_the_choices(
