@@ -55,6 +55,7 @@ from sqlalchemy import (
 from sqlalchemy import case as sql_case
 
 from handlers.observation import Observation
+from router.storage.db import read_connection
 
 CaseStatus = Literal["resolved", "awaiting_customer", "awaiting_approval", "handed_off"]
 CASE_STATUSES: tuple[str, ...] = ("resolved", "awaiting_customer", "awaiting_approval",
@@ -192,7 +193,7 @@ class CaseBook:
 
 
     def get(self, case_id: str) -> CaseRow | None:
-        with self._engine.connect() as conn:
+        with read_connection(self._engine) as conn:
             row = conn.execute(select(cases).where(cases.c.id == case_id)).first()
         return _case(row) if row else None
 
@@ -217,14 +218,14 @@ class CaseBook:
             query = query.where(or_(c.updated_at > at,
                                     and_(c.updated_at == at, c.id > case_id)))
         query = query.order_by(c.updated_at, c.id).limit(limit)
-        with self._engine.connect() as conn:
+        with read_connection(self._engine) as conn:
             return [_case(row) for row in conn.execute(query)]
 
     def count(self, status: str, *, updated_before: datetime | None = None) -> int:
         query = select(func.count()).select_from(cases).where(cases.c.status == status)
         if updated_before is not None:
             query = query.where(cases.c.updated_at <= updated_before)
-        with self._engine.connect() as conn:
+        with read_connection(self._engine) as conn:
             return int(conn.execute(query).scalar_one())
 
     def last_messages(self, case_ids: Sequence[str], *, role: str) -> dict[str, str]:
@@ -234,7 +235,7 @@ class CaseBook:
         m = case_messages.c
         newest = (select(func.max(m.id)).where(m.case_id.in_(case_ids), m.role == role)
                   .group_by(m.case_id))
-        with self._engine.connect() as conn:
+        with read_connection(self._engine) as conn:
             rows = conn.execute(select(m.case_id, m.text).where(m.id.in_(newest)))
             return {case_id: text for case_id, text in rows}
 
@@ -245,7 +246,7 @@ class CaseBook:
         a = case_actions.c
         newest = (select(func.max(a.id)).where(a.case_id.in_(case_ids), a.name == name)
                   .group_by(a.case_id))
-        with self._engine.connect() as conn:
+        with read_connection(self._engine) as conn:
             rows = conn.execute(select(a.case_id, a.observation).where(a.id.in_(newest)))
             return {case_id: json.loads(observation) for case_id, observation in rows}
 
@@ -341,7 +342,7 @@ class CaseBook:
         case = self.get(case_id)
         if case is None:
             return None
-        with self._engine.connect() as conn:
+        with read_connection(self._engine) as conn:
             messages = [dict(r._mapping) for r in conn.execute(
                 select(case_messages).where(case_messages.c.case_id == case_id)
                 .order_by(case_messages.c.id))]

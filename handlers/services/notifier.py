@@ -34,6 +34,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import SQLAlchemyError
 
+from router.storage.db import read_connection
+
 metadata = MetaData()
 
 outbox = Table(
@@ -103,5 +105,5 @@ class OutboxNotifier:
             query = query.where(outbox.c.case_id == case_id)
         if recipient is not None:
             query = query.where(outbox.c.recipient == recipient)
-        with self._engine.connect() as conn:
+        with read_connection(self._engine) as conn:
             return [dict(row._mapping) for row in conn.execute(query)]

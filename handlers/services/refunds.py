@@ -67,6 +67,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from handlers.observation import Observation, fail, success, warning
 from handlers.services.store import Order, SqlStore, accounts, orders, refunds
 from router.errors import InvalidInput, NotFound
+from router.storage.db import read_connection
 from router.telemetry.metrics import count_refund
 
 logger = logging.getLogger(__name__)
@@ -225,7 +226,7 @@ class RefundService:
     # -- reads ------------------------------------------------------------------------
 
     def get(self, operation: str) -> Receipt | None:
-        with self._engine.connect() as conn:
+        with read_connection(self._engine) as conn:
             row = conn.execute(
                 select(refund_operations).where(refund_operations.c.id == operation)
             ).first()
@@ -234,7 +235,7 @@ class RefundService:
     def for_case(self, case_id: str) -> list[Receipt]:
         query = (select(refund_operations).where(refund_operations.c.case_id == case_id)
                  .order_by(refund_operations.c.created_at, refund_operations.c.id))
-        with self._engine.connect() as conn:
+        with read_connection(self._engine) as conn:
             return [_receipt(r) for r in conn.execute(query)]
 
     def closed_on(self, order_ids: Iterable[str]) -> list[Receipt]:
@@ -246,7 +247,7 @@ class RefundService:
         query = (select(refund_operations)
                  .where(ops.order_id.in_(ids), ops.status == "closed")
                  .order_by(ops.created_at, ops.id))
-        with self._engine.connect() as conn:
+        with read_connection(self._engine) as conn:
             return [_receipt(r) for r in conn.execute(query)]
 
     def approvals(self, status: ApprovalFilter = "held") -> list[Receipt]:
@@ -256,7 +257,7 @@ class RefundService:
             query = query.where(ops.decision == "approve", ops.status == "issued")
         elif status != "all":
             query = query.where(ops.status == status)
-        with self._engine.connect() as conn:
+        with read_connection(self._engine) as conn:
             return [_receipt(r) for r in conn.execute(query.order_by(ops.created_at, ops.id))]
 
     # -- writes -----------------------------------------------------------------------
@@ -295,7 +296,7 @@ class RefundService:
                         closed = self._close_unissuable(conn, order, decided_by=SYSTEM)
         except IntegrityError:
             # Lost a race for the same key: the winner's row is committed; replay it.
-            with self._engine.connect() as conn:
+            with read_connection(self._engine) as conn:
                 receipt = self._by_key(conn, key)
             if receipt is None:
                 raise

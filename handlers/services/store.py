@@ -39,6 +39,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError
 
+from router.storage.db import read_connection
+
 AddressKind = Literal["shipping", "billing"]
 T = TypeVar("T")
 BUSINESS_TABLES: tuple[str, ...] = ("accounts", "addresses", "orders", "refunds", "preferences")
@@ -189,13 +191,13 @@ class SqlStore:
                 yield own
 
     def account(self, account_id: str) -> Account | None:
-        with self.engine.connect() as conn:
+        with read_connection(self.engine) as conn:
             row = conn.execute(select(accounts).where(accounts.c.id == account_id)).first()
         return Account(**row._mapping) if row else None
 
     def account_by_email(self, email: str) -> Account | None:
         query = select(accounts).where(func.lower(accounts.c.email) == email.strip().lower())
-        with self.engine.connect() as conn:
+        with read_connection(self.engine) as conn:
             row = conn.execute(query).first()
         return Account(**row._mapping) if row else None
 
@@ -207,7 +209,7 @@ class SqlStore:
         if conn is not None:
             row = conn.execute(query).first()
         else:
-            with self.engine.connect() as own:
+            with read_connection(self.engine) as own:
                 row = own.execute(query).first()
         return Order(**row._mapping) if row else None
 
@@ -217,7 +219,7 @@ class SqlStore:
         )
         if conn is not None:
             return int(conn.execute(query).scalar_one())
-        with self.engine.connect() as own:
+        with read_connection(self.engine) as own:
             return int(own.execute(query).scalar_one())
 
     def add_refund(self, order_id: str, amount_cents: int, reason: str, *,
@@ -235,7 +237,7 @@ class SqlStore:
         query = select(addresses).where(
             addresses.c.account_id == account_id, addresses.c.kind == kind
         )
-        with self.engine.connect() as conn:
+        with read_connection(self.engine) as conn:
             row = conn.execute(query).first()
         return Address(**row._mapping) if row else None
 
@@ -264,7 +266,7 @@ class SqlStore:
         query = select(preferences.c.key, preferences.c.value).where(
             preferences.c.account_id == account_id
         )
-        with self.engine.connect() as conn:
+        with read_connection(self.engine) as conn:
             return {row.key: row.value for row in conn.execute(query)}
 
     def set_preferences(self, account_id: str, changes: Mapping[str, str]) -> dict[str, str]:
@@ -359,7 +361,7 @@ def seed_store(engine: Engine, fixture: Mapping[str, Any], *, today: date) -> bo
 def snapshot(engine: Engine) -> dict[str, list[dict]]:
     """Every business table as sorted rows, for diffs in the task runner and tests."""
     result: dict[str, list[dict]] = {}
-    with engine.connect() as conn:
+    with read_connection(engine) as conn:
         for name in BUSINESS_TABLES:
             table = metadata.tables[name]
             query = select(table).order_by(*table.primary_key.columns)

@@ -58,6 +58,7 @@ from handlers.observation import Observation, fail, success
 from handlers.services.cases import cases
 from handlers.services.notifier import Notification, NotificationFailed, Notifier
 from handlers.services.store import Account
+from router.storage.db import read_connection
 
 CODE_DIGITS = 6
 DEFAULT_TTL_S = 600.0
@@ -171,7 +172,7 @@ class VerificationService:
     # -- reads ------------------------------------------------------------------------
 
     def latest(self, case_id: str) -> Challenge | None:
-        with self._engine.connect() as conn:
+        with read_connection(self._engine) as conn:
             return self._latest(conn, case_id)
 
     @staticmethod

@@ -1,9 +1,11 @@
 """Database engines: one SQLAlchemy Core engine per process, SQLite or PostgreSQL.
 
 SQLite is made safe for several threads and processes writing one file: WAL journal,
-a busy timeout, and `BEGIN IMMEDIATE` for every transaction so that a read-then-write
-step cannot be overtaken between its read and its write (SQLite's default deferred
-transactions would fail with "database is locked" or let two writers both read "no row").
+a busy timeout, and `BEGIN IMMEDIATE` for every transaction that may write, so that a
+read-then-write step cannot be overtaken between its read and its write (SQLite's default
+deferred transactions would fail with "database is locked" or let two writers both read
+"no row"). Reads that write nothing take a `read_connection`: a deferred transaction, i.e.
+a WAL snapshot that takes no write lock, so they never queue behind writers.
 `synchronous=NORMAL` is the usual WAL setting: a commit survives a crash of the process
 (the WAL is written before the call returns) but not necessarily an OS crash or power
 loss, which can drop the last transactions without corrupting the file. It avoids an
@@ -55,6 +57,13 @@ _PG_MIGRATION_LOCK = (
 
 
 SQLITE_BUSY_TIMEOUT_S = 30.0
+_READ_ONLY = "support_router_read_only"
+
+
+def read_connection(engine: Engine) -> Connection:
+    """A connection for reads only (it must not write): on SQLite its transaction is a
+    snapshot that takes no write lock; elsewhere it is an ordinary connection."""
+    return engine.connect().execution_options(**{_READ_ONLY: True})
 
 
 def make_engine(url: str) -> Engine:
@@ -87,6 +96,9 @@ def make_engine(url: str) -> Engine:
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection) -> None:  # type: ignore[no-untyped-def]
+        if connection.get_execution_options().get(_READ_ONLY):
+            connection.exec_driver_sql("BEGIN")  # deferred: a snapshot, no write lock
+            return
         dbapi_connection = connection.connection.dbapi_connection
         if isinstance(dbapi_connection, _SerialisedConnection):
             dbapi_connection.begin_immediate()

@@ -7,26 +7,28 @@ fills it in for callers that log before they handle.
 Two ways to append, with the same durability (the call returns only after the row's
 transaction has committed):
 
-- `append`: one transaction on the calling thread. For the CLI, the handlers' threads and
-  in-memory databases.
-- `append_async` (the gateway's `/v1/route`): the row goes to a `GroupCommitWriter`, one
-  thread per log that writes the rows of concurrent requests in one transaction. Under
+- `append_async` (the gateway's `/v1/route`, on the event loop) and `append` (the
+  conversation use case behind `/v1/messages`, on the request's worker thread): the row
+  goes to a `GroupCommitWriter`, one thread per log that writes the rows of concurrent
+  requests in one transaction. Under
   load that is one BEGIN/COMMIT (and, on PostgreSQL, one round trip and WAL flush) for
   many requests, instead of one per request from a thread-pool hop each, with dozens of
   pool threads queueing on SQLite's write lock (whose busy handler sleeps up to 100 ms,
   straight into the tail latency). Nothing waits for a batch to fill: a lone request is
-  written at once, so an idle gateway pays nothing for the batching.
+  written at once, so an idle gateway pays nothing for the batching. In-memory SQLite
+  (tests, offline tools) has no writer: each row is one transaction on the calling thread.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import hashlib
 import json
 import logging
 import queue
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -46,6 +48,7 @@ from sqlalchemy import (
 )
 
 from router.contracts import Decision
+from router.storage.db import migrate, read_connection
 
 metadata = MetaData()
 
@@ -93,6 +96,14 @@ class _Pending:
     future: asyncio.Future[None]
 
 
+@dataclass(frozen=True)
+class _ThreadPending:
+    """One queued row and the future a (non-event-loop) thread blocks on."""
+
+    row: Mapping[str, Any]
+    future: concurrent.futures.Future[None]
+
+
 _Settlement = tuple[asyncio.Future[None], BaseException | None]
 """A waiting request's future and the error its row's commit raised, if any."""
 
@@ -117,6 +128,9 @@ class GroupCommitWriter:
     One wake-up and one transaction per batch, instead of per row, is what makes the
     write cheap under load: a batch's rows share the commit's fixed cost.
 
+    Threads submit too (`submit_blocking`): a row is queued at once, and the rows that
+    queue up while a commit is running go into the next one together.
+
     Each caller awaits its own row's commit, so a response is never sent for a decision
     that is not in the database. A batch that fails (say, a duplicate request id) is
     retried row by row, so one bad row fails only its own request. The thread starts on
@@ -128,9 +142,16 @@ class GroupCommitWriter:
         self._engine = engine
         self._max_batch = max_batch
         self._lock = threading.Lock()
-        self._queue: queue.SimpleQueue[list[_Pending] | None] | None = None
+        self._queue: queue.SimpleQueue[list[_Pending | _ThreadPending] | None] | None = None
         self._thread: threading.Thread | None = None
         self._ticks: dict[asyncio.AbstractEventLoop, list[_Pending]] = {}
+
+    def submit_blocking(self, row: Mapping[str, Any]) -> None:
+        """Queue a row from a thread that is not running an event loop; return once it is
+        committed (raise what its commit raised)."""
+        pending = _ThreadPending(row, concurrent.futures.Future())
+        self._enqueue([pending])
+        pending.future.result()
 
     def submit(self, row: Mapping[str, Any]) -> asyncio.Future[None]:
         """Queue a row; the returned future (of the running loop) resolves once committed.
@@ -148,8 +169,10 @@ class GroupCommitWriter:
 
     def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
         batch = self._ticks.pop(loop, None)
-        if not batch:
-            return
+        if batch:
+            self._enqueue(batch)
+
+    def _enqueue(self, batch: Sequence[_Pending | _ThreadPending]) -> None:
         with self._lock:
             if self._queue is None:
                 self._queue = queue.SimpleQueue()
@@ -158,7 +181,7 @@ class GroupCommitWriter:
                     daemon=True,
                 )
                 self._thread.start()
-            self._queue.put(batch)
+            self._queue.put(list(batch))
 
     def close(self, timeout_s: float = 30.0) -> None:
         """Commit what is queued, then stop the thread."""
@@ -170,13 +193,14 @@ class GroupCommitWriter:
         if thread is not None:
             thread.join(timeout_s)
 
-    def _run(self, work: queue.SimpleQueue[list[_Pending] | None]) -> None:
+    def _run(self, work: queue.SimpleQueue[list[_Pending | _ThreadPending] | None]
+             ) -> None:
         stopping = False
         while not stopping:
             first = work.get()
             if first is None:
                 break
-            batch = list(first)
+            batch: list[_Pending | _ThreadPending] = list(first)
             while len(batch) < self._max_batch:
                 try:
                     more = work.get_nowait()
@@ -189,8 +213,8 @@ class GroupCommitWriter:
             for start in range(0, len(batch), self._max_batch):
                 self._commit(batch[start : start + self._max_batch])
 
-    def _commit(self, batch: list[_Pending]) -> None:
-        outcomes: list[tuple[_Pending, BaseException | None]]
+    def _commit(self, batch: list[_Pending | _ThreadPending]) -> None:
+        outcomes: list[tuple[_Pending | _ThreadPending, BaseException | None]]
         try:
             self._insert([p.row for p in batch])
             outcomes = [(p, None) for p in batch]
@@ -207,7 +231,13 @@ class GroupCommitWriter:
                         outcomes.append((pending, row_exc))
         by_loop: dict[asyncio.AbstractEventLoop, list[_Settlement]] = {}
         for pending, error in outcomes:
-            by_loop.setdefault(pending.loop, []).append((pending.future, error))
+            if isinstance(pending, _ThreadPending):
+                if error is None:
+                    pending.future.set_result(None)
+                else:
+                    pending.future.set_exception(error)
+            else:
+                by_loop.setdefault(pending.loop, []).append((pending.future, error))
         for loop, results in by_loop.items():
             try:
                 loop.call_soon_threadsafe(_settle, results)
@@ -232,8 +262,6 @@ class DecisionLog:
 
     def create_schema(self) -> None:
         """Bring the database to the current migration (all tables, not only this one)."""
-        from router.storage.db import migrate
-
         migrate(self._engine)
 
     @staticmethod
@@ -275,9 +303,12 @@ class DecisionLog:
         experiment: str | None = None,
         outcome: str | None = None,
     ) -> None:
-        """Write one decision in its own transaction, on this thread."""
+        """Write one decision; return once it is committed (for threads, not the loop)."""
         row = self.row(decision, text=text, case_id=case_id, experiment=experiment,
                        outcome=outcome)
+        if self._writer is not None:
+            self._writer.submit_blocking(row)
+            return
         with self._engine.begin() as conn:
             conn.execute(_INSERT, row)
 
@@ -291,7 +322,7 @@ class DecisionLog:
         outcome: str | None = None,
     ) -> None:
         """Write one decision through the group-commit writer; return once it is committed."""
-        if self._writer is None:  # in-memory SQLite: tests and offline tools
+        if self._writer is None:
             self.append(decision, text=text, case_id=case_id, experiment=experiment,
                         outcome=outcome)
             return
@@ -327,5 +358,5 @@ class DecisionLog:
             query = query.where(decisions.c.created_at >= since)
         if experiment is not None:
             query = query.where(decisions.c.experiment == experiment)
-        with self._engine.connect() as conn:
+        with read_connection(self._engine) as conn:
             return [dict(r._mapping) for r in conn.execute(query)]

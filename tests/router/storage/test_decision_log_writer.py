@@ -16,7 +16,7 @@ from sqlalchemy import Engine, func, select, text
 from sqlalchemy.exc import IntegrityError
 
 from router.contracts import Decision, RouteScores
-from router.storage.db import make_engine
+from router.storage.db import make_engine, read_connection
 from router.storage.decision_log import DecisionLog, GroupCommitWriter, decisions
 
 
@@ -149,3 +149,88 @@ def test_threads_of_one_process_all_get_their_writes_in(engine: Engine) -> None:
     for thread in threads:
         thread.join()
     assert _count(engine) == 200
+
+
+def test_rows_from_threads_are_committed_before_append_returns_and_share_commits(
+        engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    sizes: list[int] = []
+    commit = GroupCommitWriter._commit
+    gate = threading.Event()
+
+    def slow_first(self: GroupCommitWriter, batch: list) -> None:
+        if not sizes:  # hold the first commit so the other threads' rows queue up
+            gate.wait(timeout=30)
+        sizes.append(len(batch))
+        commit(self, batch)
+
+    monkeypatch.setattr(GroupCommitWriter, "_commit", slow_first)
+    log = DecisionLog(engine)
+    other = make_engine(str(engine.url))
+    seen: dict[str, int] = {}
+
+    def writer(i: int) -> None:
+        log.append(_decision(f"th{i}"), text="t")
+        with other.connect() as conn:
+            seen[f"th{i}"] = len(conn.execute(select(decisions.c.request_id).where(
+                decisions.c.request_id == f"th{i}")).all())
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(12)]
+    try:
+        for thread in threads:
+            thread.start()
+        gate.set()
+        for thread in threads:
+            thread.join(timeout=60)
+        assert seen == {f"th{i}": 1 for i in range(12)}
+        assert sum(sizes) == 12 and len(sizes) < 12
+    finally:
+        log.close()
+        other.dispose()
+
+
+def test_a_bad_row_from_a_thread_fails_only_that_thread(engine: Engine) -> None:
+    log = DecisionLog(engine)
+    log.append(_decision("twice"), text="t")
+    errors: list[BaseException] = []
+
+    def writer(request_id: str) -> None:
+        try:
+            log.append(_decision(request_id), text="t")
+        except BaseException as exc:  # noqa: BLE001 - collected for the assertion
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(rid,))
+               for rid in ("fresh1", "twice", "fresh2")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    log.close()
+    assert len(errors) == 1 and isinstance(errors[0], IntegrityError)
+    assert _count(engine) == 3
+
+
+def test_a_read_connection_does_not_wait_for_an_open_write_transaction(
+        engine: Engine) -> None:
+    log = DecisionLog(engine)
+    log.append(_decision("committed"), text="t")
+    log.close()
+    writing = engine.connect()
+    writing.begin()  # BEGIN IMMEDIATE: holds the write lock until it ends
+    writing.execute(decisions.delete())
+    try:
+        read: list[int] = []
+
+        def reader() -> None:
+            with read_connection(engine) as conn:
+                read.append(conn.execute(select(func.count()).select_from(decisions))
+                            .scalar_one())
+
+        thread = threading.Thread(target=reader, daemon=True)
+        thread.start()
+        thread.join(timeout=10)
+        # It answered while the writer held the lock, from the last committed state.
+        assert read == [1]
+    finally:
+        writing.rollback()
+        writing.close()
