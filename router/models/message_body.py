@@ -12,11 +12,12 @@ words, or an older request — competes with what the customer asks now.
   languages).
 
 Everything else stays, in order. Forward headers stay: their subject line ("RE: E-reader
-not working O-6691") is often the clearest statement of the topic. Customers write above the quote, below it, and between
-its lines, and an earlier message pasted without `>` cannot be told from their own text,
-so taking only "the latest reply" (the text above the first header) would drop the
-request of everyone who writes below the quote. A bulleted list survives too: the
-parser's signature rule takes any line starting with a dash for a signature.
+not working O-6691") is often the clearest statement of the topic. Customers write
+above the quote, below it, and between its lines, and an earlier message pasted without
+`>` cannot be told from their own text, so taking only "the latest reply" (the text
+above the first header) would drop the request of everyone who writes below the quote.
+A bulleted list survives too: the parser's signature rule takes any line starting with
+a dash for a signature.
 
 The models score this text (`router.models.local.model.prepare_texts`, which the local
 and e5 models, evaluation and certification all go through); the handlers always get
@@ -63,7 +64,7 @@ def strip_email_quoting(text: str) -> str:
 
 def _without_quoted_lines(lines: list[str]) -> str:
     keep = [not _QUOTED.match(line) for line in lines]
-    for i, line in enumerate(lines):
+    for i in range(len(lines)):
         if keep[i]:
             continue
         above = i - 1
