@@ -3,8 +3,9 @@
 Regex and parsing only, no models; every function is pure. Each one returns what the
 text states and leaves out what it would have to guess: a handler that gets `None`, an
 empty list or a field named in `missing` asks the customer instead. Word lists for the
-supported languages (en, es, de, ru, pt, fr, plus it/pl/nl/sv names) live in
-`handlers.extract.locales`.
+languages the router accepts (en, es, de, fr, pt, it, ru, pl, nl, sv, tr, uk) live in
+`handlers.extract.locales`; `tests/handlers/extract/test_*_by_language.py` hold them to
+what a person reads in each.
 
 One module per concept; the public names are re-exported here, so importers use
 `handlers.extract` alone:

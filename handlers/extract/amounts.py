@@ -13,7 +13,7 @@ How a text is read (after NFKC, so "＄１５" is "$15"):
   currency keeps its ISO code, also those the shop does not take ("CHF").
 - Separators: two different ones are thousands and decimals ("1.250,00", "1,250.00");
   one followed by exactly three digits groups thousands ("1.500 руб."), otherwise it is
-  the decimal mark ("15,5 €").
+  the decimal mark ("15,5 €"). "15€50" is the French 15,50 €.
 - English number words before a currency word are read ("fifteen dollars", "a hundred
   and twenty euros").
 - Amount-like but unreadable (returned in `unreadable`, never as an amount): a number
@@ -23,7 +23,9 @@ How a text is read (after NFKC, so "＄１５" is "$15"):
   dollars"), a currency sign without a number, and after a money word a bare whole
   number, a percentage, a number word or a quantity ("refund 20", "refund 50%",
   "refund fifteen", "refund half"). A count or a measure after the number ("paid 2
-  times", "2.50 kg") is not money.
+  times", "2.50 kg") is not money. Also unreadable: a bare number offered as the
+  alternative to an amount ("15 or 20 dollars", "entre 15 y 20 euros"), and, in a text
+  with nothing else amount-like, a half ("reembolsen la mitad": not the full price).
 """
 
 from __future__ import annotations
@@ -97,6 +99,8 @@ _SUFFIXED = rx(rf"(?P<sign>[-−–]?)(?<![\d.,])(?P<num>{_NUM})(?P<dash>[.,][-�
 _BARE = rx(rf"(?:{_CUE}(?P<sign>[-−]?)(?P<num>\d+[.,]\d{{2}}"
            r"|\d{1,3}(?:[,.]\d{3})+[.,]\d{2})|(?<![\d.,])(?P<grouped>\d{1,3}(?:,\d{3})+\.\d{2}"
            rf"|\d{{1,3}}(?:\.\d{{3}})+,\d{{2}}))(?!\d|[.,]\d|{_NOT_MONEY_UNIT})")
+# "15€50": the French way of writing 15,50 € — one amount, not €15 and €50.
+_SPLIT_EURO = re.compile(r"(?<![\d.,])(?P<whole>\d{1,6})€(?P<cents>\d{2})(?!\d|[.,]\d)")
 _MINUS_WORD = rx(loc.MINUS_WORDS)
 _GLUED = re.compile(r"[^\W_]")  # a letter or digit right after a number: "$15k", "$1e5"
 
@@ -108,6 +112,15 @@ _MARK_BEFORE = rx(rf"(?:{_SYMBOLS}|{NOT_LETTER_BEFORE}(?:{_CODES}|kr){NOT_LETTER
 _MARK_AFTER = rx(rf"^(?:[.,][-–—]+)?\s?(?:{_SYMBOLS}|{NOT_LETTER_BEFORE}(?:{_CODES}|{_WORDS}"
                  rf"|{loc.CENT_WORDS}){NOT_LETTER_AFTER})")
 _CUE_BEFORE = rx(rf"{_CUE}[-−]?$")
+# A bare number offered as an alternative to an amount: "15 or 20 dollars", "entre 15 y
+# 20 euros", "от 500 до 600 рублей" — which one is meant is for the customer to say.
+_ALTERNATIVE_AFTER = rx(
+    r"^\s*(?:or|to|and|bis|oder|und|y|o|a|à|e|et|ou|en|tot|of|till|eller|och|lub|albo|do|i"
+    r"|ile|veya|или|и|до|або|чи|та|і)\s+[-−]?"
+    rf"(?:(?:{_SYMBOLS}|{NOT_LETTER_BEFORE}(?:{_CODES}){NOT_LETTER_AFTER})\s?\d"
+    rf"|\d[\d.,\u00a0\u202f ]*(?:[.,][-–—]+)?\s?(?:{_SYMBOLS}"
+    rf"|{NOT_LETTER_BEFORE}(?:{_CODES}|{_WORDS}){NOT_LETTER_AFTER}))")
+_ID_BEFORE = re.compile(r"[^\W\d_][-–]?$")  # "O-1002": an order id, not an amount
 _NOT_MONEY_AFTER = rx(rf"\s*(?:{loc.NOT_MONEY_AFTER})(?![^\W\d_])")
 # After a money word, a count, an ordinal or a date is not an amount: "refund 6x tiles",
 # "le 2e débit", "paid 12.05.2024".
@@ -120,10 +133,11 @@ _WORD_AMOUNT = rx(rf"{_WORD_START}(?P<words>(?:an?\s+)?(?:{_EN_NUMBER})"
                   rf"(?P<cur>{_WORDS}){NOT_LETTER_AFTER}")
 _EN_NUMBER_WORDS = frozenset(loc.NUMBER_WORDS_EN)  # a cheap test before `_WORD_AMOUNT`
 _LOWER_WORD = re.compile(r"[a-z]+")
-_WORD_BEFORE = re.compile(r"([^\W\d_]+)\s*$")
+_WORD_BEFORE = re.compile(r"([^\W\d_]+(?:['’][^\W\d_]+)*)\s*$")  # "п'ятсот" is one word
 _NUMBER_WORD = rx(rf"(?:{_EN_NUMBER}|{loc.NUMBER_WORDS_OTHER}|{loc.QUANTITY_WORDS})")
 _CUE_WORD = rx(rf"{_CUE}(?P<word>[^\W\d_]+)")
 _FULL = rx(rf"(?=[^\W\d_])(?:{loc.FULL_REFUND})")
+_HALF = rx(rf"{NOT_LETTER_BEFORE}(?:{loc.HALF_WORDS}){NOT_LETTER_AFTER}")
 _SIGN_TAIL = re.compile(r"[^\W_][\w.,]{0,11}")  # what follows a stray "$", for the question
 
 
@@ -203,9 +217,14 @@ def _checked(raw: str, cents: int, currency: str | None, *, negative: bool) -> A
 
 def _hits(text: str) -> list[_AmountHit]:
     hits: dict[tuple[int, int], _AmountHit] = {}
+    split = [(m.span(), _AmountHit(f"{m['whole']},{m['cents']}", "EUR", m.group(0), False, 0,
+                                   m.span())) for m in _SPLIT_EURO.finditer(text)]
     for num_span, hit in _amount_hits(text):
+        if _inside(num_span, [span for span, _ in split]):
+            continue
         if num_span not in hits or hit.rank < hits[num_span].rank:
             hits[num_span] = hit
+    hits.update(split)
     return [hit for _, hit in sorted(hits.items())]
 
 
@@ -310,7 +329,8 @@ def _unread_tokens(text: str, covered: list[tuple[int, int]]) -> list[tuple[int,
             after = None  # "2x €59": the sign belongs to the number after it
         cue = (_CUE_BEFORE.search(head) and not _COUNT.fullmatch(m.group(0))
                and not _NOT_MONEY_AFTER.match(tail) and not tail.startswith(")"))
-        if before or after or cue:
+        alternative = _ALTERNATIVE_AFTER.match(tail) and not _ID_BEFORE.search(head)
+        if before or after or cue or alternative:
             start = m.start() - (len(head) - before.start()) if before else m.start()
             end = m.end() + after.end() if after else m.end()
             found.append((start, text[start:end].strip()))
@@ -339,4 +359,6 @@ def _unread_words(text: str, covered: list[tuple[int, int]]) -> list[tuple[int, 
                 and not _inside(m.span("word"), covered)
                 and not _NOT_MONEY_AFTER.match(text, m.end())):
             found.append((m.start("word"), word))
+    if not covered and not found:  # "reembolsen la mitad": no number, yet not the full price
+        found += [(m.start(), m.group(0)) for m in _HALF.finditer(text)]
     return found

@@ -3,7 +3,8 @@
 Data only, no logic beyond `fold`, the key normaliser every table lookup uses. Names are
 written as people write them (accents, capitals); `fold` strips both at lookup time, so
 "Österreich", "osterreich" and "ÖSTERREICH" are one key. Languages covered by names:
-English, Spanish, German, French, Portuguese, Italian, Russian, Polish, Dutch, Swedish.
+English, Spanish, German, French, Portuguese, Italian, Russian, Polish, Dutch, Swedish;
+the preference and amount words also cover Turkish and Ukrainian, the router's other two.
 Regex fragments below are compiled case-insensitively by `handlers.extract`.
 """
 
@@ -146,57 +147,72 @@ COUNTRIES: dict[str, tuple[str, ...]] = {
 COUNTRY_ARTICLES = frozenset({"the", "die", "der", "la", "le", "les", "l", "el", "los", "o",
                               "os", "a", "il", "lo", "gli"})
 
-# ISO 639-1 → names (en/es/de/fr/pt/it/ru/pl/nl/sv, the endonym, common Russian cases).
+# ISO 639-1 → names (en/es/de/fr/pt/it/ru/pl/nl/sv/tr/uk, the endonym, common Russian and
+# Ukrainian cases).
 LANGUAGES: dict[str, tuple[str, ...]] = {
     "en": ("English", "inglés", "Englisch", "anglais", "inglês", "inglese", "английский",
-           "английского", "английском", "angielski", "angielskiego", "Engels", "engelska"),
-    "de": ("German", "alemán", "Deutsch", "allemand", "alemão", "tedesco", "немецкий",
-           "немецкого", "немецком", "niemiecki", "niemieckiego", "Duits", "tyska"),
+           "английского", "английском", "angielski", "angielskiego", "Engels", "engelska",
+           "İngilizce", "Ingilizce", "англійська", "англійську", "англійської", "англійською"),
+    "de": ("German", "alemán", "Deutsch", "allemand", "alemão", "tedesco", "немецкий", "немецкого",
+           "немецком", "niemiecki", "niemieckiego", "Duits", "tyska", "Almanca", "німецька",
+           "німецьку", "німецької", "німецькою"),
     "es": ("Spanish", "español", "castellano", "Spanisch", "espagnol", "espanhol", "spagnolo",
            "испанский", "испанского", "испанском", "hiszpański", "hiszpańskiego", "Spaans",
-           "spanska"),
-    "fr": ("French", "francés", "Französisch", "français", "francês", "francese",
-           "французский", "французского", "французском", "francuski", "francuskiego",
-           "Frans", "franska"),
+           "spanska", "İspanyolca", "Ispanyolca", "іспанська", "іспанську"),
+    "fr": ("French", "francés", "Französisch", "français", "francês", "francese", "французский",
+           "французского", "французском", "francuski", "francuskiego", "Frans", "franska",
+           "Fransızca", "Fransizca", "французька", "французьку"),
     "pt": ("Portuguese", "portugués", "Portugiesisch", "portugais", "português", "portoghese",
-           "португальский", "португальского", "portugalski", "Portugees", "portugisiska"),
-    "it": ("Italian", "italiano", "Italienisch", "italien", "итальянский", "итальянского",
-           "włoski", "włoskiego", "Italiaans", "italienska"),
+           "португальский", "португальского", "portugalski", "Portugees", "portugisiska",
+           "Portekizce", "португальська", "португальську"),
+    "it": ("Italian", "italiano", "Italienisch", "italien", "итальянский", "итальянского", "włoski",
+           "włoskiego", "Italiaans", "italienska", "İtalyanca", "Italyanca", "італійська",
+           "італійську"),
     "ru": ("Russian", "ruso", "Russisch", "russe", "russo", "русский", "русского", "русском",
-           "rosyjski", "rosyjskiego", "ryska"),
+           "rosyjski", "rosyjskiego", "ryska", "Rusça", "Rusca", "російська", "російську"),
     "pl": ("Polish", "polaco", "Polnisch", "polonais", "polonês", "polacco", "польский",
-           "польского", "polski", "polskiego", "Pools", "polska"),
+           "польского", "polski", "polskiego", "Pools", "polska", "Lehçe", "Lehce", "польська",
+           "польську"),
     "nl": ("Dutch", "neerlandés", "holandés", "Niederländisch", "Holländisch", "néerlandais",
-           "holandês", "neerlandês", "olandese", "нидерландский", "голландский",
-           "niderlandzki", "holenderski", "Nederlands", "nederländska"),
-    "sv": ("Swedish", "sueco", "Schwedisch", "suédois", "svedese", "шведский", "szwedzki",
-           "Zweeds", "svenska"),
+           "holandês", "neerlandês", "olandese", "нидерландский", "голландский", "niderlandzki",
+           "holenderski", "Nederlands", "nederländska", "Hollandaca", "Felemenkçe", "Felemenkce",
+           "нідерландська", "нідерландську"),
+    "sv": ("Swedish", "sueco", "Schwedisch", "suédois", "svedese", "шведский", "szwedzki", "Zweeds",
+           "svenska", "İsveççe", "Isvecce", "шведська", "шведську"),
     "uk": ("Ukrainian", "ucraniano", "Ukrainisch", "ukrainien", "ucraino", "украинский",
-           "українська", "ukraiński", "Oekraïens", "ukrainska"),
+           "українська", "ukraiński", "Oekraïens", "ukrainska", "українську", "української",
+           "українською", "украинского", "украинском", "Ukraynaca"),
     "tr": ("Turkish", "turco", "Türkisch", "turc", "турецкий", "turecki", "Turks", "turkiska",
-           "Türkçe"),
+           "Türkçe", "турецька", "турецьку", "турецкого"),
     "ja": ("Japanese", "japonés", "Japanisch", "japonais", "japonês", "giapponese", "японский",
            "japoński", "Japans", "japanska", "日本語"),
-    "zh": ("Chinese", "Mandarin", "chino", "Chinesisch", "chinois", "chinês", "cinese",
-           "китайский", "chiński", "Chinees", "kinesiska", "中文"),
+    "zh": ("Chinese", "Mandarin", "chino", "Chinesisch", "chinois", "chinês", "cinese", "китайский",
+           "chiński", "Chinees", "kinesiska", "中文"),
     "ko": ("Korean", "coreano", "Koreanisch", "coréen", "корейский", "koreański", "Koreaans",
            "koreanska"),
     "ar": ("Arabic", "árabe", "Arabisch", "arabe", "arabo", "арабский", "arabski", "arabiska"),
     "cs": ("Czech", "checo", "Tschechisch", "tchèque", "tcheco", "ceco", "чешский", "czeski",
            "Tsjechisch", "tjeckiska", "čeština"),
-    "da": ("Danish", "danés", "Dänisch", "danois", "dinamarquês", "danese", "датский",
-           "duński", "Deens", "danska", "dansk"),
+    "da": ("Danish", "danés", "Dänisch", "danois", "dinamarquês", "danese", "датский", "duński",
+           "Deens", "danska", "dansk"),
     "fi": ("Finnish", "finlandés", "Finnisch", "finnois", "finlandês", "finlandese", "финский",
            "fiński", "Fins", "finska", "suomi"),
     "no": ("Norwegian", "noruego", "Norwegisch", "norvégien", "norueguês", "norvegese",
            "норвежский", "norweski", "Noors", "norska", "norsk"),
     "el": ("Greek", "griego", "Griechisch", "grec", "grego", "greco", "греческий", "grecki",
            "Grieks", "grekiska"),
-    "hu": ("Hungarian", "húngaro", "Ungarisch", "hongrois", "ungherese", "венгерский",
-           "węgierski", "Hongaars", "ungerska", "magyar"),
+    "hu": ("Hungarian", "húngaro", "Ungarisch", "hongrois", "ungherese", "венгерский", "węgierski",
+           "Hongaars", "ungerska", "magyar"),
     "ro": ("Romanian", "rumano", "Rumänisch", "roumain", "romeno", "rumeno", "румынский",
            "rumuński", "Roemeens", "rumänska"),
 }
+
+# What a customer asks to have "in" a language without naming it a language: "la web en
+# alemán", "le site en allemand", "de site in het Duits".
+LANGUAGE_SITE_NOUNS = frozenset(fold(w) for w in (
+    "site", "website", "web", "sitio", "página", "seite", "webseite", "sito", "strona",
+    "stronę", "сайт", "webbplats", "webbplatsen", "sajten", "app", "aplicación", "aplicativo",
+    "applicazione", "aplikacja", "aplikację", "приложение", "застосунок", "uygulama"))
 
 # ISO 639-2 codes people sometimes type instead of a name.
 LANGUAGE_ALPHA3 = {"eng": "en", "deu": "de", "ger": "de", "spa": "es", "fra": "fr",
@@ -304,8 +320,9 @@ CURRENCY_CODES: dict[str, str] = {
     "inr": "INR", "mxn": "MXN"}
 # Currency words after a number ("15 euros", "1500 руб.", "50 zł"): regex → ISO code.
 CURRENCY_WORDS: dict[str, str] = {
-    r"dollars?|d[oó]lar(?:es)?|bucks?|доллар(?:ов|а|ы)?|долл\.?|dollari|dolar(?:ów|y|a)?": "USD",
-    r"euros?|евро|eurô": "EUR",
+    r"dollars?|d[oó]lar(?:es)?|bucks?|доллар(?:ов|а|ы)?|долл\.?|dollari|dolar(?:ów|y|a)?"
+    r"|долар(?:ів|а|и)?": "USD",
+    r"euros?|евро|євро|eurô": "EUR",
     r"pounds?(?:\s+sterling)?(?!\s+of\b)|quid|sterling|libras?(?:\s+esterlinas?)?|livres?\s+sterling"
     r"|pfund|фунт(?:ов|а|ы)?(?:\s+стерлингов)?|funt(?:ów|y|a)?|sterlin[ae]": "GBP",
     r"руб(?:лей|ля|ль|\.)?|р\.?|rubles?|roubles?|rublos?|rubli|rubel|rubl[ei]|rubla": "RUB",
@@ -313,6 +330,8 @@ CURRENCY_WORDS: dict[str, str] = {
     r"zł(?:otych|ote|oty)?|zl|zlot(?:y|ys|ych)|złotys": "PLN",
     r"kr\.?|kronor|krona|kronen|:-": "SEK",
     r"francs?\s+suisses?|swiss\s+francs?|franken|franchi\s+svizzeri": "CHF",
+    r"tl|(?:t[üu]rk\s+)?lira(?:s[ıi])?|liras[ıi]": "TRY",
+    r"грн\.?|гривень|гривні|гривня|гривню|гривна|гривен|гривны|hryvni?as?": "UAH",
 }
 # Words for fractions of a unit: "50 cents" names money, in no currency we can be sure of.
 CENT_WORDS = (r"cents?|pence|penny|pennies|centavos?|c[eé]ntimos?|centimes?|centesimi|копе[ейк]\w*"
@@ -332,7 +351,8 @@ MONEY_CUES = (
     r"|summe|preis|возврат|вернуть|верните|списали|оплатил\w*|сумм[ау]|стоимость"
     r"|remboursement|rembourser|pay[ée]|factur[ée]|montant|prix|estorno|paguei|valor|preço"
     r"|rimborso|pagato|importo|zwrot|zapłaci\w*|kwota|terugbetaling|betaald|bedrag"
-    r"|återbetalning|betalade|belopp")
+    r"|återbetalning|betalade|belopp|iade|tutar\w*|ödedim|ödeme\w*|повернення|поверніть"
+    r"|повернути|списали|сплатив\w*|оплатив\w*|сум[ау]")
 # Words allowed between a money cue and its number: "refund me 20.00", "Erstattung von 15,50".
 MONEY_FILLERS = (
     r"of|for|was|is|de|von|du|des|di|da|do|em|van|på|в\s+размере|в|me|us|just|only|back"
@@ -344,7 +364,7 @@ NOT_MONEY_AFTER = (
     r"kg|g|km|cm|mm|m|ml|l|lbs?|oz|items?|pcs|pieces?|units?|times|x|days?|weeks?|months?"
     r"|years?|hours?|minutes?|orders?|mal|stück|stk|tage?n?|wochen|veces|d[ií]as|semanas"
     r"|fois|jours|vezes|dias|unidades|раз[а]?|дн(?:я|ей)|штук\w*|szt|razy|dni|gånger|dagar"
-    r"|keer|dagen|volte|giorni")
+    r"|keer|dagen|volte|giorni|kez|kere|defa|gün|adet|раз[іи]в|днів|дні")
 # English number words, read into amounts ("fifteen dollars"); see NUMBER_WORDS_OTHER.
 NUMBER_WORDS_EN: dict[str, int] = {
     "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
@@ -380,14 +400,24 @@ NUMBER_WORDS_OTHER = (
     r"|twee|drie|vier|vijf|zes|zeven|negen|tien|twaalf|dertien|veertien|vijftien|zestien"
     r"|zeventien|achttien|negentien|twintig|dertig|veertig|vijftig|honderd|duizend"
     r"|två|fyra|fem|sex|sju|åtta|nio|tio|elva|tolv|tretton|fjorton|femton|sexton|sjutton"
-    r"|arton|nitton|tjugo\w*|trettio|fyrtio|femtio|hundra|tusen")
+    r"|arton|nitton|tjugo\w*|trettio|fyrtio|femtio|hundra|tusen"
+    r"|iki|üç|dört|beş|altı|yedi|sekiz|dokuz|yirmi|otuz|kırk|elli|altmış|yetmiş|seksen"
+    r"|doksan|yüz|bin"
+    r"|дві|чотири|п['’]ять|шість|сім|вісім|дев['’]ять|десять|\w+надцять|двадцять|тридцять"
+    r"|п['’]ятдесят|шістдесят|сімдесят|вісімдесят|дев['’]яносто|двісті|п['’]ятсот|тисяч\w*")
 AMBIGUOUS_NUMBER_WORDS = frozenset({
     "dos", "once", "mil", "elf", "acht", "sept", "cent", "due", "tre", "sei", "otto", "sex",
-    "fem", "tio", "tien", "zes", "nove", "sete", "dez", "cem", "vier", "mille", "sto"})
+    "fem", "tio", "tien", "zes", "nove", "sete", "dez", "cem", "vier", "mille", "sto", "bin",
+    "iki", "elli", "сім"})
 # Vague quantities: "a few dollars", "refund half", "die Hälfte" — money named without a number.
 QUANTITY_WORDS = (
     r"few|some|several|couple|half|part|portion|bit|little|hälfte|halbe\w*|mitad|moitié"
-    r"|metade|metà|половин\w*|часть|połow\w*|część|helft|hälften|teil\w*|parte|partie")
+    r"|metade|metà|половин\w*|часть|połow\w*|część|helft|hälften|teil\w*|parte|partie"
+    r"|yarı\w*|частин\w*")
+# Halves, wherever they stand: "reembolsen la mitad", "de helft terug" name money without
+# a number even with no money word before them, so the refund handler asks.
+HALF_WORDS = (r"half|hälfte|halbe[nrs]?|mitad|moitié|metade|metà|половин\w*|połow\w*|helft"
+              r"|hälften|yarısı\w*")
 # The customer asks for the whole amount ("full refund", "in full", "den vollen Betrag").
 FULL_REFUND = (
     r"\bin\s+full\b|\bfull(?:y)?\s+(?:refund|amount|price|sum|payment|cost|money)\b"
@@ -399,21 +429,22 @@ FULL_REFUND = (
     r"|\bremboursement\s+(?:total|intégral|complet)\b|\bintégralement\b|\bvalor\s+total\b"
     r"|\breembolso\s+(?:integral|total)\b|\brimborso\s+(?:totale|completo|integrale)\b"
     r"|полностью|всю\s+сумму|\bcał(?:ość|kowity|ą\s+kwotę)\b|\bvolledig\w*\b"
-    r"|\bhela\s+beloppet\b")
+    r"|\bhela\s+beloppet\b|\btamamını\b|\btam\s+iade\b|повністю|всю\s+суму|повну\s+суму")
 
 # --- preferences ----------------------------------------------------------------------
 # (setting, inverted, regex): "inverted" topics ask for the opposite of the setting
 # (wanting paper invoices means paperless_billing off).
 PREFERENCE_TOPICS: tuple[tuple[str, bool, str], ...] = (
     ("marketing_emails", False,
-     r"\b(?:marketing(?:[\s-]*e?-?mails?)?|promo(?:tion(?:al|s)?|s)?|news\s?letter\w*"
+     r"\b(?:marketing(?:[\s-]*e?-?mails?|ow\w*)?|promo(?:tion(?:al|s)?|s)?|news?\s?lett?er\w*"
      r"|mailing\s?lists?|(?:special\s+)?offers|deals|advertising|adverts?|ads|spam\w*"
      r"|werbe\w*|werbung|angebote|bolet[ií]n(?:es)?|publicidad|promociones|ofertas"
      r"|correos?\s+(?:promocionales|publicitarios)|рассыл\w*|реклам\w*|промо\w*|акци[ийя]\w*"
      r"|спам\w*|promocionais|promo[cç][oõ]es|propaganda|publicidade|boletim|lettres?\s+d'information"
-     r"|promotionnel\w*|publicit[eé]s?|promozion\w*|pubblicit[aà]|offerte|biuletyn\w*|reklam\w*"
-     r"|promocj\w*|oferty|mailing\w*|nieuwsbrie\w*|reclame|aanbiedingen|nyhetsbrev\w*"
-     r"|erbjudanden|utskick)\b"),
+     r"|promotionnel\w*|publicit\w*|(?:des|de|les|la|vos|aux)\s+pubs?|promozion\w*|pubblicit\w*|offerte|biuletyn\w*"
+     r"|reklam\w*|promocj\w*|oferty|mailing\w*|nieuwsbrie\w*|reclame\w*|aanbiedingen"
+     r"|nyhetsbrev\w*|erbjudanden|utskick|marknadsföring\w*|marknadsforing\w*"
+     r"|e-?b[üu]lten\w*|b[üu]lten\w*|pazarlama\w*|kampanya\w*|розсил\w*)\b"),
     ("sms_notifications", False,
      r"\b(?:sms\w*|text\s+messages?|text(?:s|ing)|text\s+(?:alerts|notifications)|смс\w*"
      r"|mensaje?s?\s+de\s+texto|mensagens?\s+de\s+texto|textos|messages?\s+texte)\b"),
@@ -424,10 +455,15 @@ PREFERENCE_TOPICS: tuple[tuple[str, bool, str], ...] = (
      r"|\be-?rechnung\w*|elektronische\w*\s+rechnung\w*|online-?rechnung\w*|digitale\w*\s+rechnung\w*"
      r"|rechnung\w*\s+per\s+e-?mail|factura\w*\s+(?:electr[oó]nica|digital)\w*|facturaci[oó]n\s+"
      r"electr[oó]nica|sin\s+papel|электронн\w*\s+(?:сч[её]т|квитанц|чек)\w*|без\s+бумаг\w*"
-     r"|безбумажн\w*|fatura\w*\s+(?:eletr[oô]nica|electr[oó]nica|digital)\w*|sem\s+papel"
+     r"|безбумажн\w*|fatura\w*\s+(?:eletr[oóô]nica|electr[oó]nica|digital)\w*|sem\s+papel"
      r"|factures?\s+(?:[eé]lectroniques?|d[eé]mat[eé]rialis[eé]es?|num[eé]riques?)|z[eé]ro\s+papier"
      r"|sans\s+papier|fattur\w*\s+elettronic\w*|senza\s+carta|\be-?faktur\w*|faktur\w*\s+"
-     r"elektroniczn\w*|bez\s+papieru|papierloo?s|\be-?factu\w*|digitale\s+factu\w*|pappersfri\w*"),
+     r"elektroniczn\w*|bez\s+papieru|papierloo?s|\be-?factu\w*|digitale\s+factu\w*|pappersfri\w*"
+     r"|rechnung\w*\s+(?:\w+\s+){0,3}?per\s+e-?mail|factur\w*\s+(?:\w+\s+){0,2}?par\s+"
+     r"(?:e-?mail|courriel|mail)|fattur\w*\s+(?:\w+\s+){0,2}?(?:via|per)\s+e-?mail"
+     r"|factu\w*\s+(?:\w+\s+){0,2}?per\s+e-?mail|faktur\w*\s+(?:\w+\s+){0,2}?(?:via|per|på)"
+     r"\s+(?:e-?post|mejl|mail)|\be-fatura\w*|\befatura\w*|fatura\w*\s+(?:\w+\s+){0,3}?e-?posta\s+ile"
+     r"|електронн\w*\s+рахун\w*"),
     ("paperless_billing", True,
      r"\bpaper\s+(?:invoices?|bills?|billing|statements?|copies)|printed\s+(?:invoices?|bills?)"
      r"|(?:invoices?|bills?|statements?)\s+(?:by|via|through\s+the)\s+(?:post|mail|snail\s*mail)"
@@ -435,22 +471,34 @@ PREFERENCE_TOPICS: tuple[tuple[str, bool, str], ...] = (
      r"|factura\w*\s+(?:en\s+papel|impresa\w*|f[ií]sica\w*)|\bбумажн\w*|fatura\w*\s+(?:em\s+papel"
      r"|impressa\w*|f[ií]sica\w*)|factures?\s+(?:papier|en\s+papier|par\s+courrier|par\s+la\s+poste)"
      r"|fattur\w*\s+cartace\w*|faktur\w*\s+papierow\w*|papierow\w*\s+faktur\w*|papieren\s+factu\w*"
-     r"|factuur\s+op\s+papier|pappersfaktur\w*"),
+     r"|factuur\s+op\s+papier|pappersfaktur\w*|\b(?:auf|in)\s+papier(?:form)?\b"
+     r"|\b(?:sur|en)\s+papier\b|\bsu\s+carta\b|\bop\s+papier\b|papier\w*\s+rekening\w*"
+     r"|rekening\w*\s+(?:per\s+post|op\s+papier)|\bpå\s+papper\b|k[aâ]ğ[ıi]t\s+fatura\w*"
+     r"|k[aâ]ğ[ıi]t\s+olarak|kag[ıi]t\s+fatura\w*|паперов\w*"),
 )
 # Cues: (regex, value, strong). value None: a "receive" verb, meaningful only when negated.
 PREFERENCE_CUES: tuple[tuple[str, str | None, bool], ...] = (
     (r"\b(?:turn|switch|toggle|put|flip)(?:\s+(?!off\b|on\b)\S+){0,4}?\s+on\b", "on", True),
     (r"\b(?:turn|switch|toggle|shut|flip)(?:\s+(?!off\b|on\b)\S+){0,4}?\s+off\b", "off", True),
-    (r"\b(?:on|an|ein)(?:\s+(?:please|pls|bitte))?\s*[.!]*\s*$", "on", True),
-    (r"\b(?:off|aus)(?:\s+(?:please|pls|bitte))?\s*[.!]*\s*$", "off", True),
+    (r"\b(?:on|an|ein|aan)(?:\s+(?:please|pls|bitte|aub|graag))?\s*[.!]*\s*(?:$|(?=\s+en\s))",
+     "on", True),
+    (r"\b(?:off|aus|uit)(?:\s+(?:please|pls|bitte|aub|graag))?\s*[.!]*\s*(?:$|(?=\s+en\s))",
+     "off", True),
     (r"\b(?:enable|activate|re-?enable|reactivate|re-?subscribe|subscribe|opt[\s-]?in(?:to)?"
      r"|sign\s+(?:me\s+)?(?:back\s+)?up|start|resume|switch\s+to|einschalten|anschalten"
      r"|aktivieren|abonnieren|anmelden|activ[ae]r?|activen|habilit[ae]r?|suscrib\w*|suscr[ií]b\w*"
      r"|encender|enciend\w*|ativ(?:ar|e|em|a)|ligar|ligue|assinar|inscrever|subscrever|activer|activez"
      r"|r[ée]activer|abonner|abonnez|inscrire|attivare|attiva|attivate|iscriver\w*|iscrivimi"
-     r"|abilitare|aanzetten|inschakelen|activeren|aktivera|prenumerera|slå\s+på|sätt\s+på)\b",
+     r"|abilitare|aanzetten|inschakelen|activeren|aktivera|prenumerera|sl[åa]\s+p[åa]|sätt\s+på"
+     r"|act[ií]v(?:e|en|a|ar)(?:me|nos|lo|la|los|las)?|inscrev\w*|iscriv\w*|lägg\s+till|anmäl\w*"
+     r"|pass(?:ez|er)(?:-moi|-nous)?\s+(?:à|a|au|en)|p[áa]s(?:e|en)(?:me|nos)?\s+a"
+     r"|mud(?:e|em)(?:-me)?\s+para|pass(?:ate|a)(?:mi|ci)?\s+a(?:lla|l)?|zet\s+(?:me|mij|ons)\s+op"
+     r"|byt\s+till|meld\w*(?:\s+\S+){0,5}?\s+(?:an|aan)|schrijf(?:\s+\S+){0,4}?\s+in"
+     r"|(?:zet|schakel)(?:\s+\S+){0,4}?\s+(?:aan|in)|abone\s+ol\w*|abone\s+ed\w*|a[çc][ıi]n\w*"
+     r"|ge[çc]ir\w*|ge[çc]in\w*|benachrichtigt\s+werden)(?![^\W\d_])",
      "on", True),
-    (r"(?<![^\W\d_])(?:включ|подключ|активир|подпиш|возобнов|włącz|wlacz|zapisz|aktywuj|subskryb)"
+    (r"(?<![^\W\d_])(?:включ|подключ|активир|подпиш|возобнов|włącz|wlacz|zapisz|aktywuj|subskryb"
+     r"|перевед|переключ\w*\s+на|увімкн|ввімкн|підключ|підпиш|активуй|przełącz|przelacz)"
      r"\w*", "on", True),
     (r"\b(?:disable|deactivate|stop\w*|unsubscribe\w*|opt(?:\s+me)?[\s-]?out|remove\s+me|take\s+me\s+off"
      r"|cancel\w*|block|halt|cease|no\s+more|no\s+longer|enough|ausschalten|abschalten"
@@ -460,9 +508,15 @@ PREFERENCE_CUES: tuple[tuple[str, str | None, bool], ...] = (
      r"|sair\s+d[ao]|d[ée]sactiv\w*|arr[eê]t\w*|d[ée]sabonn\w*|d[ée]sinscri\w*|ne\s+plus"
      r"|plus\s+jamais|disattiv\w*|disiscriv\w*|annulla\w*|basta|smett\w*|rezygnuj\w*|zrezygnowa\w*"
      r"|anuluj\w*|dezaktywuj\w*|uitzetten|uitschakelen|afmelden|uitschrijven|avaktivera"
-     r"|stäng\s+av|sluta|avsluta|avregistrera|avprenumerera)\b", "off", True),
+     r"|st[äa]ng\s+av|sluta|avsluta|avregistrera|avprenumerera|unsub\w*|abbestel\w*"
+     r"|dej(?:e|en|a|ar)\s+de|d[eé]nme\s+de\s+baja|quit(?:en|ar)(?:me|nos)?|qu[ií]tenme|elimin(?:en|ar)"
+     r"|parem\s+de|parar\s+de|togli\w*|rimuov\w*|(?<!\bne\s)(?<!n['’])(?:veux|veut|voulons|voulez)\s+plus\s+"
+     r"(?:recevoir|avoir)|(?:meld|bestell)\w*(?:\s+\S+){0,5}?\s+(?:ab|af)"
+     r"|schrijf(?:\s+\S+){0,4}?\s+uit|(?:zet|schakel)(?:\s+\S+){0,4}?\s+uit"
+     r"|kapat\w*|durdur\w*|iptal\w*|istemiyor\w*|istemem\w*|engelle\w*)(?![^\W\d_])",
+     "off", True),
     (r"(?<![^\W\d_])(?:отключ|выключ|отпиш|прекрат|останов|убер|отмен|хватит|больше\s+не"
-     r"|wyłącz|wylacz|wypisz|wypisa)\w*", "off", True),
+     r"|wyłącz|wylacz|wypisz|wypisa|вимкн|відпиш|відключ|припин|зупин)\w*", "off", True),
     (r"\b(?:want\w*|would\s+like|'d\s+like|like\s+to|wish|prefer|please|send|resend|need"
      r"|bitte|möchte|moechte|hätte\s+gern|senden|schicken|zusenden|quiero|quisiera"
      r"|gustar[ií]a|env[ií]en\w*|enviar|mand[ae]n?|por\s+favor|prefiero|хочу|хотел\w*"
@@ -471,10 +525,13 @@ PREFERENCE_CUES: tuple[tuple[str, str | None, bool], ...] = (
      r"|voglio|vorrei|inviare|inviate|mandate|per\s+favore|chc[eę]|chciał\w*|wysyła\w*"
      r"|przysyła\w*|proszę|wil|graag|stuur|sturen|alstublieft|vill|skicka"
      r"|keep(?!\s+(?:on\s+)?(?:getting|receiving))|gardez|garder|behalten|behalte|mantener"
-     r"|mantenga\w*|manter|mantenha|оставьте|оставить|mantenere|mantieni|zachowaj|zostaw"
-     r"|behouden|behåll)\b", "on", False),
+     r"|mantenga\w*|manter|mantenha\w*|оставьте|оставить|mantenere|mantieni|zachowaj|zostaw"
+     r"|behouden|behåll|mandem|renvoy\w*|r[eé]exp[eé]di\w*|mandatemi|inviatemi|rimandat\w*"
+     r"|верните|вернуть|istiyorum|isterim|g[öo]nderin\w*|надсилайте|надішліть"
+     r"|будь\s+ласка)(?![^\W\d_])", "on", False),
     (r"\b(?:receiv\w*|get|getting|recib\w*|receb\w*|recevoir|reçevoir|получ\w*|erhalten"
-     r"|bekommen|ricever\w*|otrzymywa\w*|dostawa\w*|ontvangen|krijgen|få|ta\s+emot)\b",
+     r"|bekommen|ricever\w*|otrzymywa\w*|dostawa\w*|ontvangen|krijgen|få|ta\s+emot"
+     r"|отримува\w*|almak)\b",
      None, False),
 )
 NEGATORS = frozenset(fold(w) for w in (
@@ -483,21 +540,35 @@ NEGATORS = frozenset(fold(w) for w in (
     "никаких", "não", "nao", "nem", "nenhum", "nenhuma", "ne", "n", "pas", "jamais", "aucun",
     "aucune", "non", "mai", "nessun", "nessuna", "nigdy", "żadnych", "żadnego", "niet", "geen",
     "nooit", "inte", "ej", "aldrig", "ingen", "inga", "instead", "statt", "anstatt", "вместо",
-    "zamiast", "invece", "lieu"))
+    "zamiast", "invece", "lieu", "plutôt", "plaats", "istället", "yerine", "замість", "didnt",
+    "isnt", "arent", "wouldnt", "shouldnt", "couldnt", "havent"))
 # Negations that sit right before the topic with no verb: "no promos", "keine Newsletter".
 NEGATIVE_DETERMINERS = frozenset(fold(w) for w in (
     "no", "kein", "keine", "keinen", "keiner", "ningún", "ninguna", "ningunos", "никаких",
     "нет", "без", "nenhum", "nenhuma", "aucun", "aucune", "nessun", "nessuna", "żadnych",
     "żadnego", "geen", "inga", "ingen"))
+# Requests asked as questions: a question with none of these ("Do you send SMS?") asks about
+# the shop, and only an explicit verb ("can you turn off SMS?") reads as a change.
+QUESTION_REQUEST = (
+    r"\b(?:can|could|would|will|please|pls|könn\w*|kannst|bitte|pued\w*|podr[ií]\w*"
+    r"|por\s+favor|pourr\w*|pouvez|peux|svp|s'il|pod(?:e|em|ia|eria\w*)|pot(?:ete|reste|resti)"
+    r"|puoi|può|per\s+favore|можете|могли|можно|пожалуйста|może\w*|mogli\w*|proszę|kunnen"
+    r"|kunt|kun|kan|kunde|snälla|lütfen|lutfen|можна|будь\s+ласка)\b")
+# "plus de SMS" is "no more SMS" or "more SMS" depending on a sound French spelling does
+# not carry; without a negation in front, the topic it names is left out.
+AMBIGUOUS_BEFORE_TOPIC = r"\bplus\s+d(?:e|es|u|['’])\s*$"
 # "unsubscribe me" with no topic named means the marketing list.
-UNSUBSCRIBE = (r"\b(?:unsubscribe|opt(?:\s+me)?[\s-]?out|abbestellen|abmelden"
+UNSUBSCRIBE = (r"\b(?:unsub\w*|opt(?:\s+me)?[\s-]?out|abbestel\w*|abmelden|d[eé]nme\s+de\s+baja"
                r"|dar(?:se|me)?\s+de\s+baja|desuscrib\w*|descadastr\w*|d[ée]sabonn\w*|d[ée]sinscri\w*|disiscriv\w*"
-               r"|afmelden|uitschrijven|avregistrera|avprenumerera)\b|(?<![^\W\d_])(?:отпиш|wypisz)\w*")
+               r"|afmelden|uitschrijven|avregistrera|avprenumerera)\b"
+               r"|(?<![^\W\d_])(?:отпиш|відпиш|wypisz)\w*")
 LANGUAGE_KEYWORD = (r"language\w*|lang|locale|sprach\w*|idioma\w*|язык\w*|lingua|langue"
-                    r"|jezyk\w*|taal|sprak\w*")
+                    r"|jezyk\w*|taal|sprak\w*|mova|movy|movu|movi|movoiu|мов[аиуі]|мовою"
+                    r"|dil|dili|dilini|dilin|dile")
 SWITCH_VERB = (r"(?:switch|chang|set|put|mak|use|updat|umstell|stell|ander|wechsel|einstell"
                r"|cambi|pon|поменя|смен|измен|переключ|установ|постав|mud|alter|troc|pass|mett"
-               r"|impost|zmien|ustaw|przelacz|wijzig|verander|zet|andra|byt|stall)\w*")
+               r"|impost|zmien|ustaw|przelacz|wijzig|verander|zet|andra|byt|stall|змін|поміня"
+               r"|встанов|yap|degistir|cevir|ayarla)\w*")
 LANGUAGE_TARGET_PREPS = frozenset({"to", "into", "auf", "in", "a", "al", "на", "para", "en",
                                    "na", "naar", "till", "au", "pa", "em"})
 LANGUAGE_SOURCE_PREPS = frozenset(fold(w) for w in (

@@ -1,6 +1,7 @@
 """Preference changes: marketing e-mails, SMS, paperless billing (on/off) and the language.
 
-Preference changes need an explicit on/off reading; anything ambiguous is left out.
+Preference changes need an explicit on/off reading; anything ambiguous is left out, and
+so is a question about a setting that asks for no change ("Do you send SMS?").
 """
 
 from __future__ import annotations
@@ -34,11 +35,19 @@ _Reading = tuple[str, int]  # ("on" | "off", strength: 2 explicit, 1 wish, 0 imp
 _TOPICS = tuple((setting, inverted, rx(p)) for setting, inverted, p in loc.PREFERENCE_TOPICS)
 _CUES = tuple((rx(p), value, strong) for p, value, strong in loc.PREFERENCE_CUES)
 _UNSUBSCRIBE = rx(loc.UNSUBSCRIBE)
+_QUESTION_REQUEST = rx(loc.QUESTION_REQUEST)
+_AMBIGUOUS_BEFORE_TOPIC = rx(loc.AMBIGUOUS_BEFORE_TOPIC)
 _UNSUPPORTED = tuple((name, rx(p)) for name, p in loc.UNSUPPORTED_SETTINGS)
 _LANGUAGE_KEYWORD, _SWITCH_VERB = re.compile(loc.LANGUAGE_KEYWORD), re.compile(loc.SWITCH_VERB)
+# "mas"/"mais" is "but" (pt, fr) or "more" (es "mas" typed without its accent, pt "mais"):
+# right before a setting's noun ("recibir mas sms") it is "more" and splits nothing.
+_MORE_NOUN = (r"(?!(?:sms|correo|e-?mail|mail|publicidad|bolet|newsletter|promo|oferta|mensaje"
+              r"|notifica|aviso|factura|fatura|propaganda)\w*)")
 _CLAUSE = rx(r"[,;:]|\s[-–—]\s|\s(?:and|but|also|then|und|aber|sowie|y|pero|и|а|но|также|e"
-             r"|et|ed|ma|i|oraz|ale|och|men|or|oder|o|ou|или|lub|eller)\s"
-             r"|(?<!\bno)(?<!quiero)\smas\s|(?<!não)(?<!nao)(?<!quero)(?<!receber)\smais\s")
+             r"|et|ed|ma|i|oraz|ale|och|men|or|oder|o|ou|или|lub|eller|ve|ama|fakat|та|і|й|але"
+             r"|або)\s"
+             rf"|(?<!\bno)(?<!quiero)\smas\s{_MORE_NOUN}"
+             rf"|(?<!não)(?<!nao)(?<!quero)(?<!receber)\smais\s{_MORE_NOUN}")
 _WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*")
 
 
@@ -74,21 +83,30 @@ def parse_preference_changes(text: str) -> PreferenceExtraction:
 def _sentence_votes(sentence: str) -> list[tuple[str, str, int]]:
     """(setting, value, strength) per topic; a clause without a cue inherits the previous
     clause's reading ("turn off the newsletter and SMS"), a clause without a topic lends
-    its cue to the previous clause's topics ("I keep getting promos, please stop")."""
+    its cue to the previous clause's topics ("I keep getting promos, please stop"), or,
+    when none came before, its explicit verb to the next clause's topics ("Отключите,
+    пожалуйста, SMS-уведомления")."""
     votes: list[tuple[str, str, int]] = []
     previous_topics: list[tuple[str, bool]] = []
     previous: _Reading | None = None
+    pending: _Reading | None = None  # an explicit verb still waiting for its topic
+    # "Do you send SMS?" asks about the shop: only an explicit verb counts in a question
+    inquiry = sentence.rstrip().endswith("?") and not _QUESTION_REQUEST.search(sentence)
     for clause in _CLAUSE.split(sentence):
         cues = [_Cue(m.start(), m.end(), value, strong)
-                for pattern, value, strong in _CUES for m in pattern.finditer(clause)]
+                for pattern, value, strong in _CUES for m in pattern.finditer(clause)
+                if strong or not inquiry]
         topics = sorted((m.start(), m.end(), setting, inverted)
-                        for setting, inverted, p in _TOPICS for m in p.finditer(clause))
+                        for setting, inverted, p in _TOPICS for m in p.finditer(clause)
+                        if not _ambiguous_topic(clause, m.start(), cues))
         if not topics:
             if (reading := _reading(clause, cues, None)) and previous_topics:
                 votes += [(s, _flip(reading[0], inv), reading[1]) for s, inv in previous_topics]
+            elif reading and reading[1] == 2:
+                pending = reading
             continue
         for start, end, setting, inverted in topics:
-            reading = _reading(clause, cues, (start, end)) or previous
+            reading = _reading(clause, cues, (start, end)) or pending or previous
             if reading:
                 previous = reading
             elif setting == "paperless_billing" and not inverted:
@@ -96,7 +114,17 @@ def _sentence_votes(sentence: str) -> list[tuple[str, str, int]]:
             if reading:
                 votes.append((setting, _flip(reading[0], inverted), reading[1]))
         previous_topics = [(setting, inverted) for _, _, setting, inverted in topics]
+        pending = None
     return votes
+
+
+def _ambiguous_topic(clause: str, start: int, cues: list[_Cue]) -> bool:
+    """A topic whose reading hangs on a quantifier ("plus de SMS") with no verb or negation
+    to settle it."""
+    before = clause[:start]
+    return (bool(_AMBIGUOUS_BEFORE_TOPIC.search(before))
+            and not any(cue.strong for cue in cues)
+            and not any(loc.fold(w) in loc.NEGATORS for w in _WORD.findall(before)))
 
 
 def _flip(value: str, flipped: bool) -> str:
@@ -106,7 +134,7 @@ def _flip(value: str, flipped: bool) -> str:
 def _negated(text: str, position: int, *, window: int = 3) -> bool:
     """A negator among the few words before `position` ("don't", "nicht", "не", "ne")."""
     words = _WORD.findall(text[:position])[-window:]
-    return any(re.search(r"n['’]?t$", w.casefold()) and len(w) > 3
+    return any(re.search(r"n['’]t$", w.casefold()) and len(w) > 3
                or loc.fold(w).split()[0] in loc.NEGATORS for w in words)
 
 
@@ -135,13 +163,19 @@ def _language_target(sentence: str) -> str | None:
     tokens = re.findall(r"[^\W\d_]+", loc.fold(sentence))
     keyword = any(_LANGUAGE_KEYWORD.fullmatch(t) for t in tokens)
     switch = any(_SWITCH_VERB.fullmatch(t) for t in tokens)
+    # "je voudrais le site en allemand" (a wish), not "the site in French is broken"
+    site = any(t in loc.LANGUAGE_SITE_NOUNS for t in tokens) and any(
+        pattern.search(sentence) for pattern, value, strong in _CUES if value and not strong)
     found: list[tuple[bool, str]] = []
     for i, token in enumerate(tokens):
-        elided = i > 1 and tokens[i - 1] in {"l", "d"}  # "l'anglais" folds to "l anglais"
-        prev = tokens[i - 2] if elided else tokens[i - 1] if i else ""
+        j = i - 1
+        if j > 0 and tokens[j] in {"l", "d", "het"}:  # "l'anglais", "in het Duits"
+            j -= 1
+        prev = tokens[j] if j >= 0 else ""
         code = LANGUAGE_NAMES.get(token)
         targeted = prev in loc.LANGUAGE_TARGET_PREPS
-        if code and prev not in loc.LANGUAGE_SOURCE_PREPS and (keyword or (switch and targeted)):
+        if code and prev not in loc.LANGUAGE_SOURCE_PREPS and (
+                keyword or ((switch or site) and targeted)):
             found.append((targeted, code))
     if found:
         return max(enumerate(found), key=lambda item: (item[1][0], item[0]))[1][1]

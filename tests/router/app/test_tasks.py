@@ -89,7 +89,8 @@ def test_suite_files_are_valid(name: str, minimum: int) -> None:
 def test_extended_suite_covers_languages_continuations_and_refusals() -> None:
     tasks = load_tasks(SUITES / "extended.jsonl")
     text = " ".join(m for t in tasks for m in t.messages)
-    for word in ("Hola", "Hallo", "Здравствуйте", "Olá", "Bonjour"):
+    for word in ("Hola", "Hallo", "Здравствуйте", "Olá", "Bonjour", "Добрий день", "Merhaba",
+                 "Dzień dobry"):
         assert word in text
     assert sum(len(t.messages) > 1 for t in tasks) >= 5
     assert {t.approval for t in tasks} >= {"approve", "reject"}
@@ -109,12 +110,12 @@ def test_handlers_pass_every_task_when_routed_as_labelled(settings: Settings,
     assert report.failed == 0, _failures(report)
 
 
-@pytest.mark.parametrize(("name", "n_tasks"), [("support16.jsonl", 16), ("extended.jsonl", 64),
+@pytest.mark.parametrize(("name", "n_tasks"), [("support16.jsonl", 16), ("extended.jsonl", 68),
                                              ("identity.jsonl", 9)])
 def test_every_task_passes_through_the_embedded_router(
     settings: Settings, name: str, n_tasks: int
 ) -> None:
-    """The issue's 16 tasks and our own 64, routed by the shipped model and policy (not by
+    """The issue's 16 tasks and our own 68, routed by the shipped model and policy (not by
     a form `kind`): every message is routed as labelled, above the threshold, or asked
     about where the task expects a clarifying question."""
     report = run_suite(SUITES / name, settings=settings)
