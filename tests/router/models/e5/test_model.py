@@ -12,7 +12,7 @@ from scipy.sparse import csr_matrix, hstack
 from calibration.data import load_labelled, select_split
 from router.errors import ArtifactError
 from router.models.local.linear import LinearRouteScorer, save_artifact
-from router.models.local.model import prepare_text, prepare_texts
+from router.models.local.model import prepare_texts
 from router.models.local.train import TrainOptions, build_pipeline
 from tests.paths import DATASETS
 
@@ -42,7 +42,7 @@ def small() -> tuple[dict, list[str]]:
 
 def test_scorer_equals_scikit_learn_on_the_combined_features(small: tuple[dict, list[str]]) -> None:
     artifact, train_texts = small
-    prepared = [prepare_text(t) for t in train_texts]
+    prepared = [p.whole for p in prepare_texts(train_texts, None)]  # as the fixture trained
     union = build_pipeline(TrainOptions()).named_steps["features"].fit(prepared)
     embeddings = E5Embedder().embed(prepared)
     scale = artifact["dense"]["scale"]
