@@ -10,13 +10,13 @@ transaction has committed):
 - `append_async` (the gateway's `/v1/route`, on the event loop) and `append` (the
   conversation use case behind `/v1/messages`, on the request's worker thread): the row
   goes to a `GroupCommitWriter`, one thread per log that writes the rows of concurrent
-  requests in one transaction. Under
-  load that is one BEGIN/COMMIT (and, on PostgreSQL, one round trip and WAL flush) for
-  many requests, instead of one per request from a thread-pool hop each, with dozens of
-  pool threads queueing on SQLite's write lock (whose busy handler sleeps up to 100 ms,
-  straight into the tail latency). Nothing waits for a batch to fill: a lone request is
-  written at once, so an idle gateway pays nothing for the batching. In-memory SQLite
-  (tests, offline tools) has no writer: each row is one transaction on the calling thread.
+  requests in one transaction. Under load that is one BEGIN/COMMIT (and, on PostgreSQL,
+  one round trip and WAL flush) for many requests, instead of one per request from a
+  thread-pool hop each, with dozens of pool threads queueing on SQLite's write lock (whose
+  busy handler sleeps up to 100 ms, straight into the tail latency). Nothing waits for a
+  batch to fill: a lone request is written at once, so an idle gateway pays nothing for
+  the batching. In-memory SQLite (tests, offline tools) has no writer: each row is one
+  transaction on the calling thread.
 """
 
 from __future__ import annotations

@@ -70,9 +70,9 @@ def prepare_texts(
     """`prepare_text` after an e-mail's quoting is set aside (`strip_email_quoting`) and
     the learned steering detector has cut (when the model has one).
 
-    Training reads its rows as they are (28 of about 20,000 change here, all injection
-    attempts quoting a fake classification), so the trained artifact stays the one its
-    policy certified; scoring, evaluation and certification all pass through here.
+    Training reads its rows as they are (the few it would change are injection attempts
+    quoting a fake classification), so the trained artifact stays the one its policy
+    certified; scoring, evaluation and certification all pass through here.
     """
     texts = [strip_email_quoting(text) for text in texts]
     return prepare_cuts(uncut(texts) if steering is None else steering.cut_batch(texts))
