@@ -39,12 +39,20 @@ def _wait_for(condition, timeout_s: float) -> bool:  # type: ignore[no-untyped-d
 
 
 def _gone(pid: int) -> bool:
-    """The process has exited (a zombie or reaped): its sockets are closed."""
+    """The process has exited, every thread of it: its sockets are closed.
+
+    The main thread turns zombie before the others have finished exiting, and they share
+    its file table, so a zombie main thread alone does not mean the listening socket is
+    closed (connections the kernel still queues on it are reset when the last thread
+    goes). Gone is: reaped, or a zombie whose other threads have all been released.
+    """
+    proc = Path(f"/proc/{pid}")
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        threads = {task.name for task in (proc / "task").iterdir()}
     except FileNotFoundError:
         return True
-    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    return state in ("Z", "X") and threads <= {str(pid)}
 
 
 def test_a_killed_worker_is_replaced_and_no_other_request_fails(
