@@ -96,10 +96,16 @@ class Settings(BaseSettings):
     # SUPPORT_ROUTER_API_KEYS: [{"name", "sha256", "roles"}], digests only, never keys.
     # None configured: every endpoint is open and `serve` binds loopback only.
     api_keys: list[ApiKey] = Field(default_factory=list)
-    # Token bucket per key (per client address without keys), per process; 0 turns it off.
-    # Unset: 50/s with keys, off without keys (loopback: tests, benchmarks, one developer).
+    # Token bucket per key (per client address without keys); 0 turns it off. Unset: 50/s
+    # with keys, off without keys (loopback: tests, benchmarks, one developer). Per worker
+    # process unless redis_url is set: then one bucket per caller for every worker and
+    # host (router/gateway/middleware/shared_rate_limit.py), e.g. redis://127.0.0.1:6379/0.
     rate_limit_per_s: float | None = Field(default=None, ge=0)
     rate_limit_burst: int = Field(default=100, ge=1)
+    redis_url: str | None = None
+    # Every key this gateway writes in Redis starts with this: gateways of different
+    # deployments (or test runs) can share one Redis without sharing buckets.
+    redis_prefix: str = Field(default="support-router:", pattern=r"^[A-Za-z0-9:._-]{1,64}$")
     # On SIGTERM, requests in flight get this long to finish before they are cancelled.
     shutdown_grace_s: float = Field(default=30.0, gt=0)
 

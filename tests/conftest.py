@@ -7,8 +7,11 @@ database, trust auth); each test gets its own throw-away *schema* there (the URL
 test left open. A schema costs about 1 ms where a database costs about 200 ms, and a
 schema per test keeps concurrent test sessions on one server apart all the same.
 
-Without a server the PostgreSQL tests are skipped with the reason (`pytest -ra` lists
-it); with the `CI` environment variable set they fail instead, so CI cannot pass
+Redis (the shared rate limits) is the server at `SUPPORT_ROUTER_TEST_REDIS_URL`
+(default: the local one); each test gets a key prefix of its own, deleted afterwards.
+
+Without a server the PostgreSQL or Redis tests are skipped with the reason (`pytest -ra`
+lists it); with the `CI` environment variable set they fail instead, so CI cannot pass
 without having run them.
 """
 
@@ -37,6 +40,7 @@ from tests.paths import DATASETS
 POSTGRES_URL = os.environ.get(
     "SUPPORT_ROUTER_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 )
+REDIS_URL = os.environ.get("SUPPORT_ROUTER_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -48,7 +52,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def in_ci() -> bool:
-    """CI systems set `CI` (GitHub, GitLab: "true"); there PostgreSQL is mandatory."""
+    """CI systems set `CI` (GitHub, GitLab: "true"); there PostgreSQL and Redis are
+    mandatory."""
     return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 
 
@@ -74,6 +79,39 @@ def postgres_admin() -> Iterator[Engine]:
         pytest.skip(f"{reason} (set SUPPORT_ROUTER_TEST_POSTGRES_URL, or CI=1 to fail)")
     yield admin
     admin.dispose()
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    """The Redis server's URL: skipped without one, failed under CI (like PostgreSQL)."""
+    import redis
+
+    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2, socket_timeout=2)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        reason = f"no Redis at {REDIS_URL}: {type(exc).__name__}"
+        if in_ci():
+            pytest.fail(f"CI is set, so the Redis tests are mandatory: {reason}", pytrace=False)
+        pytest.skip(f"{reason} (set SUPPORT_ROUTER_TEST_REDIS_URL, or CI=1 to fail)")
+    finally:
+        client.close()
+    return REDIS_URL
+
+
+@pytest.fixture
+def redis_prefix(redis_url: str) -> Iterator[str]:
+    """A key prefix of one test's own; its keys are deleted afterwards."""
+    import redis
+
+    prefix = f"sr-test-{uuid.uuid4().hex[:12]}:"
+    yield prefix
+    client = redis.Redis.from_url(redis_url)
+    try:
+        for key in client.scan_iter(match=f"{prefix}*"):
+            client.delete(key)
+    finally:
+        client.close()
 
 
 @pytest.fixture

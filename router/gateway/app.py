@@ -87,6 +87,9 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         built = getattr(app.state, "services", None)
         if built is not None:
             built.close()
+        access = getattr(app.state, "access", None)
+        if access is not None and access.limiter is not None:
+            await access.limiter.aclose()  # the shared limiter's Redis connections
         undo_logging()  # the root logger is process-wide: leave it as it was found
 
     app = FastAPI(

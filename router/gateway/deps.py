@@ -51,7 +51,7 @@ def require_role(role: str) -> Callable[..., Awaitable[None]]:
         bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)],
         header_key: Annotated[str | None, Depends(api_key_scheme)],
     ) -> None:
-        check_access(request, role, bearer, header_key)
+        await check_access(request, role, bearer, header_key)
 
     check.__name__ = f"require_{role}"
     check.role = role  # type: ignore[attr-defined]  # read by the test that every route has one

@@ -103,6 +103,12 @@ REFUNDS = Counter(
     ["outcome"],
 )
 
+RATE_LIMIT_STORE_ERRORS = Counter(
+    "support_router_rate_limit_store_errors",
+    "Rate-limit checks the shared store (Redis) could not answer; each fell back to the "
+    "worker's own in-process bucket for that caller.",
+)
+
 BREAKER_VALUES: dict[BreakerState, int] = {"closed": 0, "half_open": 1, "open": 2}
 
 _Metric = TypeVar("_Metric", bound="MetricWrapperBase")

@@ -30,6 +30,7 @@ from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBea
 from router.access import ApiKey, KeyRing, allows
 from router.gateway.errors import error_responses
 from router.gateway.middleware.rate_limit import RateLimiter, retry_after_seconds
+from router.gateway.middleware.shared_rate_limit import SharedRateLimiter
 from router.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -54,12 +55,17 @@ class AccessControl:
     """The key ring and rate limiter of one app, built from its settings."""
 
     keys: KeyRing
-    limiter: RateLimiter | None
+    limiter: RateLimiter | SharedRateLimiter | None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> AccessControl:
         rate = effective_rate(settings)
-        limiter = RateLimiter(rate, settings.rate_limit_burst) if rate > 0 else None
+        limiter: RateLimiter | SharedRateLimiter | None = None
+        if rate > 0 and settings.redis_url:
+            limiter = SharedRateLimiter(settings.redis_url, rate, settings.rate_limit_burst,
+                                        prefix=settings.redis_prefix)
+        elif rate > 0:
+            limiter = RateLimiter(rate, settings.rate_limit_burst)
         return cls(KeyRing(settings.api_keys), limiter)
 
     @property
@@ -124,8 +130,10 @@ def describe_mode(settings: Settings) -> str:
             "local clients, so the gateway only answers on loopback"
         )
     rate = effective_rate(settings)
+    shared = "shared in Redis" if settings.redis_url else "per worker process"
     limit = (
-        f"{rate:g}/s per key, burst {settings.rate_limit_burst}" if rate > 0 else "no rate limit"
+        f"{rate:g}/s per key, burst {settings.rate_limit_burst}, {shared}" if rate > 0
+        else "no rate limit"
     )
     return f"{len(settings.api_keys)} API key(s) configured; {limit}"
 
@@ -174,7 +182,7 @@ def _unauthorized(message: str) -> HTTPException:
     return HTTPException(401, message, headers={"WWW-Authenticate": "Bearer"})
 
 
-def check_access(
+async def check_access(
     request: Request,
     role: str,
     bearer: HTTPAuthorizationCredentials | None,
@@ -209,7 +217,7 @@ def check_access(
             raise HTTPException(403, f"this key lacks the `{role}` role needed here")
         caller = f"key:{key.name}"
     if access.limiter is not None:
-        wait = access.limiter.take(caller)
+        wait = await access.limiter.acquire(caller)
         if wait > 0:
             raise HTTPException(
                 429,

@@ -3,7 +3,9 @@
 A bucket holds at most `burst` tokens and refills at `rate` tokens a second; a request
 takes one token or is refused with the time until the next token. Buckets live in the
 process, so with N gateway workers (or N processes behind a balancer) a caller can get up
-to N× the configured rate: enough to stop a runaway client, not a global quota.
+to N× the configured rate: enough to stop a runaway client, not a global quota. With
+`SUPPORT_ROUTER_REDIS_URL` set the buckets are shared instead
+(router/gateway/middleware/shared_rate_limit.py), with these as the fallback.
 
 The clock is a parameter so tests move time by hand instead of sleeping.
 """
@@ -93,6 +95,13 @@ class RateLimiter:
             else:
                 self._buckets.move_to_end(caller)
             return bucket.take()
+
+    async def acquire(self, caller: str) -> float:
+        """`take`, with the shared limiter's signature (the gateway awaits either)."""
+        return self.take(caller)
+
+    async def aclose(self) -> None:
+        """Nothing to release: the buckets are this process's memory."""
 
     def __len__(self) -> int:
         return len(self._buckets)
