@@ -14,12 +14,17 @@ adopted into the store on first use, so the first rollback can return to it.
 
 A policy binds a model: `ensure_policy_fits` refuses one certified for another backend,
 artifact or question (409 `policy_model_mismatch`), whether published or rolled back to.
+
+Every policy read here, from the active file or a version, is validated by its contract
+(`router.contracts.Policy`): a file that fails raises `InvalidPolicy` naming the field.
+An active file that fails does not block the way out: publish and rollback replace it.
 """
 
 from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import re
 import tempfile
@@ -30,18 +35,56 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from router.contracts import Policy, PolicyModel
-from router.errors import ArtifactError, Conflict
+from router.errors import ArtifactError, Conflict, InvalidPolicy
 from router.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+
+def describe_policy_errors(exc: ValidationError) -> str:
+    """The first thing wrong with a policy, named by its field (`calibrator.params`, …)."""
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "the policy"
+    more = exc.error_count() - 1
+    also = f" (and {more} more)" if more else ""
+    return f"field '{where}': {first['msg']}{also}"
+
+
+def parse_policy(data: str | bytes) -> Policy:
+    """A policy from its JSON, validated by its contract.
+
+    Raises
+    ------
+    InvalidPolicy
+        naming the first field at fault.
+    """
+    try:
+        return Policy.model_validate_json(data)
+    except ValidationError as exc:
+        raise InvalidPolicy(f"not a valid policy: {describe_policy_errors(exc)}") from None
 
 
 def load_policy(path: Path) -> Policy:
+    """The policy in a file, validated as one published through the API would be.
+
+    Raises
+    ------
+    ArtifactError
+        no file at `path`.
+    InvalidPolicy
+        the file is not a valid policy; the message names the path and the field.
+    """
     try:
-        return Policy.model_validate_json(path.read_bytes())
+        data = path.read_bytes()
     except FileNotFoundError as exc:
         raise ArtifactError(f"no policy at {path}; run `support-router train`") from exc
-    except ValueError as exc:
-        raise ArtifactError(f"policy {path} is not a valid policy artifact: {exc}") from exc
+    try:
+        return parse_policy(data)
+    except InvalidPolicy as exc:
+        raise InvalidPolicy(f"policy {path} is {exc.message}") from None
 
 
 def save_policy(policy: Policy, path: Path) -> None:
@@ -52,6 +95,43 @@ def save_policy(policy: Policy, path: Path) -> None:
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         handle.write(payload + "\n")
     os.replace(tmp, path)
+
+
+def serving_policy_paths(settings: Settings) -> list[Path]:
+    """The policy files a gateway with these settings loads at start."""
+    paths = [settings.policy_path]
+    if settings.backend == "e5":
+        paths.append(settings.e5_policy_path)
+    elif settings.backend == "typesafe":
+        paths.append(settings.typesafe_policy_path)
+    return paths
+
+
+def load_serving_policy(path: Path) -> Policy:
+    """A policy the gateway is to serve with; one that does not load stops the start
+    with what to do about it, rather than a gateway answering 500 on every request.
+
+    Raises
+    ------
+    InvalidPolicy
+        the file is not a valid policy (naming the field), and how to replace it.
+    """
+    try:
+        return load_policy(path)
+    except InvalidPolicy as exc:
+        raise InvalidPolicy(
+            f"{exc.message}. The gateway does not start with it: publish a valid policy "
+            f"(`support-router policy publish FILE --policy-path {path}`) or return to the "
+            f"previous version (`support-router policy rollback --policy-path {path}`)"
+        ) from None
+
+
+def check_serving_policies(settings: Settings) -> None:
+    """Load every policy file the gateway will serve with that exists (a missing one is
+    written by training at start), so a bad one is refused before any worker starts."""
+    for path in serving_policy_paths(settings):
+        if path.exists():
+            load_serving_policy(path)
 
 
 @dataclass(frozen=True)
@@ -137,12 +217,14 @@ class PolicyStore:
             or whatever `accept` raises (nothing is written then).
         """
         with self._locked():
-            stack = self._adopt_active(now)
+            stack, active_loads = self._adopt_active(now)
             previous = stack[-1] if stack else None
             if accept is not None:
                 accept(policy)
             self._write_version(policy)
             if previous == policy.version:
+                if not active_loads:  # the version it names is this one: restore its file
+                    save_policy(policy, self.active_path)
                 return PolicySwitch("publish", policy, previous)
             save_policy(policy, self.active_path)
             self._record("publish", policy.version, previous, now)
@@ -159,7 +241,7 @@ class PolicyStore:
             `accept` raises for the previous version (nothing changes then).
         """
         with self._locked():
-            stack = self._adopt_active(now)
+            stack, _ = self._adopt_active(now)
             if len(stack) < 2:
                 raise Conflict("no previous policy version to roll back to",
                                code="no_previous_policy")
@@ -170,17 +252,27 @@ class PolicyStore:
             self._record("rollback", policy.version, stack[-1], now)
             return PolicySwitch("rollback", policy, stack[-1])
 
-    def _adopt_active(self, now: datetime | None) -> list[str]:
-        """Bring an active file the store has not seen (e.g. from `train`) into the store."""
+    def _adopt_active(self, now: datetime | None) -> tuple[list[str], bool]:
+        """Bring an active file the store has not seen (e.g. from `train`) into the store.
+
+        Returns the stack of active versions and whether the active file is a valid
+        policy. One that is not (edited by hand, say) is left out of the store, so that
+        publishing or rolling back can replace it.
+        """
         stack = self.stack()
         if not self.active_path.exists():
-            return stack
-        active = load_policy(self.active_path)
+            return stack, True
+        try:
+            active = load_policy(self.active_path)
+        except InvalidPolicy as exc:
+            logger.warning("the active policy file cannot be loaded, so it is not kept as a "
+                           "version: %s", exc.message)
+            return stack, False
         if not stack or stack[-1] != active.version:
             self._write_version(active)
             self._record("adopt", active.version, stack[-1] if stack else None, now)
             stack.append(active.version)
-        return stack
+        return stack, True
 
     def _write_version(self, policy: Policy) -> None:
         path = self.versions_dir / _file_name(policy.version)
