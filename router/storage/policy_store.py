@@ -171,6 +171,14 @@ def _file_name(version: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", version) + ".json"
 
 
+@dataclass(frozen=True)
+class _ActiveFile:
+    adopt: Policy | None
+    """The active policy, when the store has not seen it yet."""
+    loads: bool
+    """Whether the active file is a valid policy (true when there is none)."""
+
+
 class PolicyStore:
     def __init__(self, active_path: Path) -> None:
         self.active_path = active_path
@@ -214,16 +222,20 @@ class PolicyStore:
         ------
         Conflict
             `policy_version_exists` when the version was published with other content,
-            or whatever `accept` raises (nothing is written then).
+            or whatever `accept` raises (nothing is written then, not even the adoption
+            of the active file).
         """
         with self._locked():
-            stack, active_loads = self._adopt_active(now)
+            active = self._active()
+            stack = self._stack_with(active.adopt)
             previous = stack[-1] if stack else None
             if accept is not None:
                 accept(policy)
+            self._refuse_rewrite(policy, also=active.adopt)
+            self._adopt(active.adopt, now)
             self._write_version(policy)
             if previous == policy.version:
-                if not active_loads:  # the version it names is this one: restore its file
+                if not active.loads:  # the version it names is this one: restore its file
                     save_policy(policy, self.active_path)
                 return PolicySwitch("publish", policy, previous)
             save_policy(policy, self.active_path)
@@ -241,49 +253,67 @@ class PolicyStore:
             `accept` raises for the previous version (nothing changes then).
         """
         with self._locked():
-            stack, _ = self._adopt_active(now)
+            active = self._active()
+            stack = self._stack_with(active.adopt)
             if len(stack) < 2:
                 raise Conflict("no previous policy version to roll back to",
                                code="no_previous_policy")
             policy = self.load_version(stack[-2])
             if accept is not None:
                 accept(policy)
+            self._adopt(active.adopt, now)
             save_policy(policy, self.active_path)
             self._record("rollback", policy.version, stack[-1], now)
             return PolicySwitch("rollback", policy, stack[-1])
 
-    def _adopt_active(self, now: datetime | None) -> tuple[list[str], bool]:
-        """Bring an active file the store has not seen (e.g. from `train`) into the store.
+    def _active(self) -> _ActiveFile:
+        """The active file as the store sees it; nothing is written.
 
-        Returns the stack of active versions and whether the active file is a valid
-        policy. One that is not (edited by hand, say) is left out of the store, so that
-        publishing or rolling back can replace it.
+        An active file the store has not seen (e.g. from `train`) is to be adopted as a
+        version. One that is not a valid policy (edited by hand, say) is left out of the
+        store, so that publishing or rolling back can replace it.
         """
-        stack = self.stack()
         if not self.active_path.exists():
-            return stack, True
+            return _ActiveFile(adopt=None, loads=True)
         try:
-            active = load_policy(self.active_path)
+            policy = load_policy(self.active_path)
         except InvalidPolicy as exc:
             logger.warning("the active policy file cannot be loaded, so it is not kept as a "
                            "version: %s", exc.message)
-            return stack, False
-        if not stack or stack[-1] != active.version:
-            self._write_version(active)
-            self._record("adopt", active.version, stack[-1] if stack else None, now)
-            stack.append(active.version)
-        return stack, True
+            return _ActiveFile(adopt=None, loads=False)
+        stack = self.stack()
+        unseen = not stack or stack[-1] != policy.version
+        return _ActiveFile(adopt=policy if unseen else None, loads=True)
 
-    def _write_version(self, policy: Policy) -> None:
+    def _stack_with(self, adopt: Policy | None) -> list[str]:
+        """The stack of active versions once `adopt` (if any) is adopted."""
+        stack = self.stack()
+        return [*stack, adopt.version] if adopt is not None else stack
+
+    def _adopt(self, adopt: Policy | None, now: datetime | None) -> None:
+        if adopt is None:
+            return
+        stack = self.stack()
+        self._write_version(adopt)
+        self._record("adopt", adopt.version, stack[-1] if stack else None, now)
+
+    def _refuse_rewrite(self, policy: Policy, *, also: Policy | None = None) -> None:
+        """Raise `policy_version_exists` if `policy` would rewrite a stored version (or
+        `also`, about to be stored) with other content."""
+        stored = [also] if also is not None and also.version == policy.version else []
         path = self.versions_dir / _file_name(policy.version)
         if path.exists():
-            stored = load_policy(path)
-            if stored.model_dump(mode="json") != policy.model_dump(mode="json"):
-                raise Conflict(f"policy version {policy.version} was already published with "
-                               "different content; give the new policy a new version",
-                               code="policy_version_exists")
-            return
-        save_policy(policy, path)
+            stored.append(load_policy(path))
+        if any(s.model_dump(mode="json") != policy.model_dump(mode="json") for s in stored):
+            raise Conflict(f"policy version {policy.version} was already published with "
+                           "different content; give the new policy a new version",
+                           code="policy_version_exists")
+
+    def _write_version(self, policy: Policy) -> None:
+        self._refuse_rewrite(policy)
+        path = self.versions_dir / _file_name(policy.version)
+        if not path.exists():
+            save_policy(policy, path)
 
     def _record(self, action: str, version: str, previous: str | None,
                 now: datetime | None) -> None:
