@@ -158,3 +158,21 @@ def test_the_gateway_starts_again_once_a_valid_policy_is_published(
     preflight(own_settings, "127.0.0.1", 0)
     with TestClient(create_app(own_settings)) as client:
         assert client.post("/v1/route", json=MESSAGE).json()["policy_version"] == "fixed-2"
+
+
+def test_a_rollback_to_a_version_that_would_break_routing_is_refused(
+    client: TestClient, own_settings: Settings
+) -> None:
+    original = load_policy(own_settings.policy_path).version
+    published = client.post("/v1/admin/policy", json=_active_json(own_settings, version="v2"))
+    assert published.status_code == 200, published.text
+    stored = PolicyStore(own_settings.policy_path).versions_dir / f"{original}.json"
+    stored.write_text(json.dumps(_active_json(
+        own_settings, version=original, per_route_thresholds={"account": 7})))
+    before = _stored(own_settings)
+    refused = client.post("/v1/admin/policy/rollback")
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["error"]["code"] == "invalid_policy"
+    assert "field 'per_route_thresholds.account'" in refused.json()["error"]["message"]
+    assert _stored(own_settings) == before
+    assert client.post("/v1/route", json=MESSAGE).json()["policy_version"] == "v2"
