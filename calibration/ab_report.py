@@ -103,11 +103,16 @@ def _variant_figures(rows: list[dict[str, Any]], shadow_names: list[str]) -> dic
 
 
 def _stub_policy(version: str, model: str, threshold: float) -> Policy:
-    """A policy record rebuilt from the log (for labelling a compare; no guarantee)."""
+    """A policy record rebuilt from the log (for labelling a compare; no guarantee).
+
+    Not validated: it labels rows a gateway already decided, and the log keeps whatever
+    version and model name those rows were decided under.
+    """
     backend: Backend = "typesafe" if model.startswith("typesafe:") else (
         "e5" if model.startswith("e5") else "local")
-    return Policy(version=version, model=PolicyModel(backend=backend, name=model),
-                  threshold=threshold)
+    return Policy.model_construct(
+        version=version, model=PolicyModel.model_construct(backend=backend, name=model),
+        threshold=threshold)
 
 
 def _labelled(rows: list[dict[str, Any]], labels: Mapping[str, str], shadow_names: list[str], *,

@@ -40,6 +40,7 @@ from calibration.recalibrate import (
 )
 from calibration.splits import PartIndex, assign_parts
 from router.contracts import (
+    NEVER_ROUTE,
     Calibrator,
     CalibratorKind,
     Guarantee,
@@ -49,10 +50,6 @@ from router.contracts import (
     Route,
 )
 from router.errors import CalibrationError
-
-NEVER_ROUTE = 1.01
-"""Per-route threshold for a route no threshold could be certified for: above any
-confidence, so that route always gets a clarifying question."""
 
 
 @dataclass(frozen=True)

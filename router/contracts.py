@@ -6,13 +6,24 @@ artifacts are written with them, so rename nothing once other code depends on it
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from router.collector import collector_paused
 
@@ -116,49 +127,146 @@ class Decision(BaseModel):
     created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
 
 
+POLICY_VERSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+"""A version is a file name in the policy store and a label in logs and metrics: short,
+and nothing a path or a log reader could misread."""
+
+NEVER_ROUTE = 1.01
+"""A per-route threshold above any confidence: that route always gets a clarifying
+question (what `calibrate` writes for a route no threshold could be certified for)."""
+
+Probability = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
+
+
+def _route_threshold(value: float) -> float:
+    if value != NEVER_ROUTE and not 0.0 <= value <= 1.0:
+        raise ValueError(f"must be in [0, 1] (or {NEVER_ROUTE}, never route), not {value}")
+    return value
+
+
+RouteThreshold = Annotated[float, Field(allow_inf_nan=False), AfterValidator(_route_threshold)]
+
+
 class PolicyModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     backend: Backend
-    name: str
+    name: str = Field(min_length=1)
     artifact_sha: str | None = None
+
+
+class _TemperatureParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    temperature: float = Field(gt=0.0, allow_inf_nan=False)
+
+
+class _Knots(BaseModel):
+    """One route's isotonic step function, as `numpy.interp` reads it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    x: list[float] = Field(min_length=1)
+    y: list[Probability] = Field(min_length=1)
+
+    @field_validator("x")
+    @classmethod
+    def _increasing(cls, x: list[float]) -> list[float]:
+        if not all(math.isfinite(v) for v in x):
+            raise ValueError("knots must be finite")
+        if any(b <= a for a, b in zip(x, x[1:], strict=False)):
+            raise ValueError("knots must be strictly increasing")
+        return x
+
+    @model_validator(mode="after")
+    def _same_length(self) -> _Knots:
+        if len(self.x) != len(self.y):
+            raise ValueError(f"x has {len(self.x)} knots but y has {len(self.y)}")
+        return self
+
+
+_ISOTONIC_PARAMS: TypeAdapter[dict[Route, _Knots]] = TypeAdapter(dict[Route, _Knots])
+
+
+def _validated_params(kind: str, params: Any) -> dict[str, Any]:
+    """`params` checked against what `kind` needs, as plain JSON data."""
+    if kind == "temperature":
+        return _TemperatureParams.model_validate(params).model_dump()
+    if kind == "isotonic":
+        knots = _ISOTONIC_PARAMS.validate_python(params)
+        missing = [r for r in ROUTES if r not in knots]
+        if missing:
+            raise ValueError(f"a step function for every route is needed; missing {missing}")
+        return {r: k.model_dump() for r, k in knots.items()}
+    if params:
+        raise ValueError(f"takes no params, not {sorted(params)}")
+    return {}
 
 
 class Calibrator(BaseModel):
     """How raw probabilities are recalibrated before the threshold is applied.
 
-    `temperature`: params `{"temperature": T}`; `isotonic`: params
-    `{"<route>": {"x": [...], "y": [...]}}` one-vs-rest step functions.
+    `none`: no params; `temperature`: params `{"temperature": T}`, T finite and > 0;
+    `isotonic`: params `{"<route>": {"x": [...], "y": [...]}}` one-vs-rest step functions,
+    one for every route, x strictly increasing, y in [0, 1], as many y as x. Applied by
+    `router.routing.calibrators.apply_calibrator_array`, which reads exactly these.
     """
+
+    model_config = ConfigDict(extra="forbid")
 
     kind: CalibratorKind = "none"
     params: dict[str, Any] = Field(default_factory=dict)
 
+    @field_validator("params")
+    @classmethod
+    def _fit_kind(cls, params: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        kind = info.data.get("kind")
+        if kind is None:  # the kind itself failed; that error is the one to report
+            return params
+        try:
+            return _validated_params(kind, params)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"])
+            message = first["msg"].removeprefix("Value error, ")
+            raise ValueError(f"{kind} calibrator: {where}: {message}") from None
+        except ValueError as exc:
+            raise ValueError(f"{kind} calibrator: {exc}") from None
+
 
 class Guarantee(BaseModel):
-    alpha: float
-    delta: float
-    n_certify: int
-    misroutes: int
-    upper_bound: float
+    alpha: Probability
+    delta: Probability
+    n_certify: int = Field(ge=0)
+    misroutes: int = Field(ge=0)
+    upper_bound: Probability
     method: str = "learn-then-test, fixed sequence, binomial tail"
 
 
 class PolicyData(BaseModel):
     labels_sha: str | None = None
-    n_fit: int = 0
-    n_certify: int = 0
-    n_test: int = 0
+    n_fit: int = Field(default=0, ge=0)
+    n_certify: int = Field(default=0, ge=0)
+    n_test: int = Field(default=0, ge=0)
 
 
 class Policy(BaseModel):
-    """The versioned policy artifact: model + calibrator + threshold, and how they were chosen."""
+    """The versioned policy artifact: model + calibrator + threshold, and how they were chosen.
 
-    version: str
+    Validated completely here, whether it arrives through the API or from a file: a policy
+    that passes cannot make `router.routing.policy.decide` fail or answer with numbers
+    that are not probabilities (`router.routing.policy_check` then tries it on messages).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    version: str = Field(pattern=POLICY_VERSION_PATTERN)
     created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
     model: PolicyModel
     calibrator: Calibrator = Field(default_factory=Calibrator)
-    threshold: float = Field(ge=0.0, le=1.0)
-    per_route_thresholds: dict[Route, float] | None = None
-    min_margin: float | None = None
+    threshold: Probability
+    per_route_thresholds: dict[Route, RouteThreshold] | None = None
+    min_margin: Probability | None = None
     guarantee: Guarantee | None = None
     data: PolicyData = Field(default_factory=PolicyData)
     metrics_test: dict[str, Any] = Field(default_factory=dict)

@@ -2,7 +2,8 @@
 
     SupportRouterError            code=internal_error        500
     ├── InvalidInput              code=invalid_input         422
-    │   └── TextTooLong, …        (subclasses set their own code)
+    │   ├── TextTooLong, …        (subclasses set their own code)
+    │   └── InvalidPolicy         code=invalid_policy        422
     ├── NotFound                  code=not_found             404
     ├── Conflict                  code=conflict              409
     ├── PolicyViolation           code=policy_violation      403
@@ -32,6 +33,15 @@ class SupportRouterError(Exception):
 class InvalidInput(SupportRouterError):
     code = "invalid_input"
     status_code = 422
+
+
+class InvalidPolicy(InvalidInput):
+    """A policy that fails its contract or would not route (see router/routing/policy_check.py).
+
+    The message names the field at fault, so the author knows what to change.
+    """
+
+    code = "invalid_policy"
 
 
 class NotFound(SupportRouterError):

@@ -30,7 +30,7 @@ from router.routing.service import BoundModel, LiveExperiment, RouterService
 from router.settings import Settings, resolve_path
 from router.storage.db import make_engine, migrate
 from router.storage.decision_log import DecisionLog
-from router.storage.policy_store import load_policy
+from router.storage.policy_store import load_policy, load_serving_policy
 from router.telemetry.metrics import track_breaker
 
 logger = logging.getLogger(__name__)
@@ -137,7 +137,7 @@ def load_local(settings: Settings) -> BoundModel:
     """The embedded model and its policy, trained if either is missing."""
     ensure_trained(settings)
     model = LocalRouteModel.load(settings.local_model_path)
-    return BoundModel(model, load_policy(settings.policy_path))
+    return BoundModel(model, load_serving_policy(settings.policy_path))
 
 
 def load_e5(settings: Settings) -> BoundModel:
@@ -146,7 +146,7 @@ def load_e5(settings: Settings) -> BoundModel:
 
     ensure_trained(settings, "e5")
     return BoundModel(
-        E5RouteModel.load(settings.e5_model_path), load_policy(settings.e5_policy_path)
+        E5RouteModel.load(settings.e5_model_path), load_serving_policy(settings.e5_policy_path)
     )
 
 
@@ -160,7 +160,7 @@ def load_typesafe(settings: Settings) -> BoundModel:
     model = GuardedRouteModel(build_typesafe_model(settings), breaker)
     track_breaker(model.name, breaker)  # exported as support_router_breaker_state
     if settings.typesafe_policy_path.exists():
-        return BoundModel(model, load_policy(settings.typesafe_policy_path))
+        return BoundModel(model, load_serving_policy(settings.typesafe_policy_path))
     logger.warning(
         "no typesafe policy at %s; using an uncertified threshold of %.2f until "
         "`support-router calibrate` writes one",

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from calibration.calibrate import CalibrationResult
     from calibration.data import LabelledRow
     from calibration.predictions import Predictions
+    from router.contracts import Policy
     from router.settings import Settings
     from router.storage.policy_store import PolicyStore
 
@@ -380,23 +381,35 @@ def _store(policy_path: Path | None) -> PolicyStore:
     return PolicyStore(policy_path or active_policy_path(get_settings()))
 
 
+def _decides(policy: Policy) -> None:
+    """Refuse a policy that does not decide on the fixed distributions (there is no
+    running model here: a gateway's reload checks it on its model's answers too)."""
+    from router.routing.policy_check import check_policy, fixed_scores
+
+    check_policy(policy, fixed_scores(policy.model.name))
+
+
 @policy_app.command("publish")
 def policy_publish(
     artifact: Annotated[Path, typer.Argument(help="Policy artifact from `calibrate`.")],
     policy_path: PolicyPathOption = None,
 ) -> None:
     """Store a policy version and make it active (a running gateway: POST
-    /v1/admin/policy/reload, or publish through POST /v1/admin/policy instead)."""
+    /v1/admin/policy/reload, or publish through POST /v1/admin/policy instead).
+
+    Refused (nothing changes) when the artifact is not a valid policy or does not decide;
+    a broken active file is replaced."""
     from router.storage.policy_store import load_policy
 
-    switch = _store(policy_path).publish(load_policy(artifact))
+    switch = _store(policy_path).publish(load_policy(artifact), accept=_decides)
     typer.echo(f"active policy: {switch.policy.version} (was {switch.previous_version})")
 
 
 @policy_app.command("rollback")
 def policy_rollback(policy_path: PolicyPathOption = None) -> None:
-    """Return to the policy version that was active before the current one."""
-    switch = _store(policy_path).rollback()
+    """Return to the policy version that was active before the current one (checked as
+    a published one is)."""
+    switch = _store(policy_path).rollback(accept=_decides)
     typer.echo(f"rolled back: active policy {switch.policy.version} "
                f"(was {switch.previous_version})")
 

@@ -49,7 +49,8 @@ _DESCRIPTIONS = {
     414: "the request target is longer than `max_request_line_bytes` (`uri_too_long`)",
     415: "the body is not sent as `application/json` (`unsupported_media_type`)",
     422: "the JSON does not fit the request model (`invalid_request`, `empty_text`, "
-         "`text_too_long`, `control_characters`, …)",
+         "`text_too_long`, `control_characters`, …), or a policy would not route "
+         "(`invalid_policy`)",
     429: "rate limit exceeded (`rate_limited`), see `Retry-After`",
     431: "more header fields than `max_header_count` (`too_many_headers`)",
     503: "the gateway is starting (`starting`), or a dependency is unavailable "
@@ -95,7 +96,8 @@ def error_response(
     return JSONResponse(body, status_code=status, headers=headers)
 
 
-def _describe_validation(exc: RequestValidationError) -> tuple[str, str]:
+def describe_validation(exc: RequestValidationError) -> tuple[str, str]:
+    """The stable code and a message naming the first field at fault."""
     first = exc.errors()[0]
     location = ".".join(str(part) for part in first.get("loc", ()) if part != "body")
     if first.get("type") == "json_invalid":
@@ -144,7 +146,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
-        code, message = _describe_validation(exc)
+        code, message = describe_validation(exc)
         status = 400 if code == "invalid_json" else 422
         return error_response(request, status, code, message)
 

@@ -1,7 +1,8 @@
 """`support-router serve`: checks that need nothing loaded, then granian with its limits.
 
 **Before anything loads** (`preflight`): the loopback rule (no keys → loopback only), a
-consistent key list, and a free port. A port in use is refused at once with a hint,
+consistent key list, a free port, and policy files that load (`invalid_policy`, naming
+the field and how to replace the file). A port in use is refused at once with a hint,
 rather than after the model has loaded (or, worse, shared: granian's workers bind with
 `SO_REUSEPORT`, so a second gateway of the same user could otherwise join the first).
 
@@ -47,6 +48,7 @@ from router.access import KeyRing
 from router.errors import SupportRouterError
 from router.gateway.middleware.access import is_loopback_host
 from router.settings import Settings
+from router.storage.policy_store import check_serving_policies
 
 ASGI_APP = "router.gateway.asgi:app"
 
@@ -112,6 +114,8 @@ def preflight(settings: Settings, host: str, port: int) -> None:
     check_bind(settings, host)
     KeyRing(settings.api_keys)  # duplicate names/digests fail here, before any worker starts
     check_port(host, port)
+    # A policy file that does not load would fail every worker's start, one after another.
+    check_serving_policies(settings)
 
 
 def server_options(settings: Settings, *, host: str, port: int, workers: int) -> dict[str, Any]:

@@ -14,12 +14,17 @@ adopted into the store on first use, so the first rollback can return to it.
 
 A policy binds a model: `ensure_policy_fits` refuses one certified for another backend,
 artifact or question (409 `policy_model_mismatch`), whether published or rolled back to.
+
+Every policy read here, from the active file or a version, is validated by its contract
+(`router.contracts.Policy`): a file that fails raises `InvalidPolicy` naming the field.
+An active file that fails does not block the way out: publish and rollback replace it.
 """
 
 from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import re
 import tempfile
@@ -30,18 +35,56 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from router.contracts import Policy, PolicyModel
-from router.errors import ArtifactError, Conflict
+from router.errors import ArtifactError, Conflict, InvalidPolicy
 from router.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+
+def describe_policy_errors(exc: ValidationError) -> str:
+    """The first thing wrong with a policy, named by its field (`calibrator.params`, …)."""
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "the policy"
+    more = exc.error_count() - 1
+    also = f" (and {more} more)" if more else ""
+    return f"field '{where}': {first['msg']}{also}"
+
+
+def parse_policy(data: str | bytes) -> Policy:
+    """A policy from its JSON, validated by its contract.
+
+    Raises
+    ------
+    InvalidPolicy
+        naming the first field at fault.
+    """
+    try:
+        return Policy.model_validate_json(data)
+    except ValidationError as exc:
+        raise InvalidPolicy(f"not a valid policy: {describe_policy_errors(exc)}") from None
 
 
 def load_policy(path: Path) -> Policy:
+    """The policy in a file, validated as one published through the API would be.
+
+    Raises
+    ------
+    ArtifactError
+        no file at `path`.
+    InvalidPolicy
+        the file is not a valid policy; the message names the path and the field.
+    """
     try:
-        return Policy.model_validate_json(path.read_bytes())
+        data = path.read_bytes()
     except FileNotFoundError as exc:
         raise ArtifactError(f"no policy at {path}; run `support-router train`") from exc
-    except ValueError as exc:
-        raise ArtifactError(f"policy {path} is not a valid policy artifact: {exc}") from exc
+    try:
+        return parse_policy(data)
+    except InvalidPolicy as exc:
+        raise InvalidPolicy(f"policy {path} is {exc.message}") from None
 
 
 def save_policy(policy: Policy, path: Path) -> None:
@@ -52,6 +95,43 @@ def save_policy(policy: Policy, path: Path) -> None:
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         handle.write(payload + "\n")
     os.replace(tmp, path)
+
+
+def serving_policy_paths(settings: Settings) -> list[Path]:
+    """The policy files a gateway with these settings loads at start."""
+    paths = [settings.policy_path]
+    if settings.backend == "e5":
+        paths.append(settings.e5_policy_path)
+    elif settings.backend == "typesafe":
+        paths.append(settings.typesafe_policy_path)
+    return paths
+
+
+def load_serving_policy(path: Path) -> Policy:
+    """A policy the gateway is to serve with; one that does not load stops the start
+    with what to do about it, rather than a gateway answering 500 on every request.
+
+    Raises
+    ------
+    InvalidPolicy
+        the file is not a valid policy (naming the field), and how to replace it.
+    """
+    try:
+        return load_policy(path)
+    except InvalidPolicy as exc:
+        raise InvalidPolicy(
+            f"{exc.message}. The gateway does not start with it: publish a valid policy "
+            f"(`support-router policy publish FILE --policy-path {path}`) or return to the "
+            f"previous version (`support-router policy rollback --policy-path {path}`)"
+        ) from None
+
+
+def check_serving_policies(settings: Settings) -> None:
+    """Load every policy file the gateway will serve with that exists (a missing one is
+    written by training at start), so a bad one is refused before any worker starts."""
+    for path in serving_policy_paths(settings):
+        if path.exists():
+            load_serving_policy(path)
 
 
 @dataclass(frozen=True)
@@ -89,6 +169,14 @@ def ensure_policy_fits(policy: Policy, running: PolicyModel) -> None:
 
 def _file_name(version: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", version) + ".json"
+
+
+@dataclass(frozen=True)
+class _ActiveFile:
+    adopt: Policy | None
+    """The active policy, when the store has not seen it yet."""
+    loads: bool
+    """Whether the active file is a valid policy (true when there is none)."""
 
 
 class PolicyStore:
@@ -134,15 +222,21 @@ class PolicyStore:
         ------
         Conflict
             `policy_version_exists` when the version was published with other content,
-            or whatever `accept` raises (nothing is written then).
+            or whatever `accept` raises (nothing is written then, not even the adoption
+            of the active file).
         """
         with self._locked():
-            stack = self._adopt_active(now)
+            active = self._active()
+            stack = self._stack_with(active.adopt)
             previous = stack[-1] if stack else None
             if accept is not None:
                 accept(policy)
+            self._refuse_rewrite(policy, also=active.adopt)
+            self._adopt(active.adopt, now)
             self._write_version(policy)
             if previous == policy.version:
+                if not active.loads:  # the version it names is this one: restore its file
+                    save_policy(policy, self.active_path)
                 return PolicySwitch("publish", policy, previous)
             save_policy(policy, self.active_path)
             self._record("publish", policy.version, previous, now)
@@ -159,39 +253,67 @@ class PolicyStore:
             `accept` raises for the previous version (nothing changes then).
         """
         with self._locked():
-            stack = self._adopt_active(now)
+            active = self._active()
+            stack = self._stack_with(active.adopt)
             if len(stack) < 2:
                 raise Conflict("no previous policy version to roll back to",
                                code="no_previous_policy")
             policy = self.load_version(stack[-2])
             if accept is not None:
                 accept(policy)
+            self._adopt(active.adopt, now)
             save_policy(policy, self.active_path)
             self._record("rollback", policy.version, stack[-1], now)
             return PolicySwitch("rollback", policy, stack[-1])
 
-    def _adopt_active(self, now: datetime | None) -> list[str]:
-        """Bring an active file the store has not seen (e.g. from `train`) into the store."""
-        stack = self.stack()
-        if not self.active_path.exists():
-            return stack
-        active = load_policy(self.active_path)
-        if not stack or stack[-1] != active.version:
-            self._write_version(active)
-            self._record("adopt", active.version, stack[-1] if stack else None, now)
-            stack.append(active.version)
-        return stack
+    def _active(self) -> _ActiveFile:
+        """The active file as the store sees it; nothing is written.
 
-    def _write_version(self, policy: Policy) -> None:
+        An active file the store has not seen (e.g. from `train`) is to be adopted as a
+        version. One that is not a valid policy (edited by hand, say) is left out of the
+        store, so that publishing or rolling back can replace it.
+        """
+        if not self.active_path.exists():
+            return _ActiveFile(adopt=None, loads=True)
+        try:
+            policy = load_policy(self.active_path)
+        except InvalidPolicy as exc:
+            logger.warning("the active policy file cannot be loaded, so it is not kept as a "
+                           "version: %s", exc.message)
+            return _ActiveFile(adopt=None, loads=False)
+        stack = self.stack()
+        unseen = not stack or stack[-1] != policy.version
+        return _ActiveFile(adopt=policy if unseen else None, loads=True)
+
+    def _stack_with(self, adopt: Policy | None) -> list[str]:
+        """The stack of active versions once `adopt` (if any) is adopted."""
+        stack = self.stack()
+        return [*stack, adopt.version] if adopt is not None else stack
+
+    def _adopt(self, adopt: Policy | None, now: datetime | None) -> None:
+        if adopt is None:
+            return
+        stack = self.stack()
+        self._write_version(adopt)
+        self._record("adopt", adopt.version, stack[-1] if stack else None, now)
+
+    def _refuse_rewrite(self, policy: Policy, *, also: Policy | None = None) -> None:
+        """Raise `policy_version_exists` if `policy` would rewrite a stored version (or
+        `also`, about to be stored) with other content."""
+        stored = [also] if also is not None and also.version == policy.version else []
         path = self.versions_dir / _file_name(policy.version)
         if path.exists():
-            stored = load_policy(path)
-            if stored.model_dump(mode="json") != policy.model_dump(mode="json"):
-                raise Conflict(f"policy version {policy.version} was already published with "
-                               "different content; give the new policy a new version",
-                               code="policy_version_exists")
-            return
-        save_policy(policy, path)
+            stored.append(load_policy(path))
+        if any(s.model_dump(mode="json") != policy.model_dump(mode="json") for s in stored):
+            raise Conflict(f"policy version {policy.version} was already published with "
+                           "different content; give the new policy a new version",
+                           code="policy_version_exists")
+
+    def _write_version(self, policy: Policy) -> None:
+        self._refuse_rewrite(policy)
+        path = self.versions_dir / _file_name(policy.version)
+        if not path.exists():
+            save_policy(policy, path)
 
     def _record(self, action: str, version: str, previous: str | None,
                 now: datetime | None) -> None:

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from scipy.special import softmax
 
-from calibration.calibrate import NEVER_ROUTE, CalibrateOptions, calibrate, score_with_policy
+from calibration.calibrate import CalibrateOptions, calibrate, score_with_policy
 from calibration.splits import assign_parts
-from router.contracts import ROUTES, Policy, PolicyModel
+from router.contracts import NEVER_ROUTE, ROUTES, Policy, PolicyModel
 from router.errors import CalibrationError
 
 NOW = datetime(2026, 3, 15, 12, 0, tzinfo=UTC)

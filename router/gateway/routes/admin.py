@@ -1,19 +1,37 @@
 """Admin endpoints: publish a policy version or roll back, without dropping requests.
 
-The new policy is validated against the running model (409 `policy_model_mismatch`),
-stored and made active on disk (`router.storage.policy_store`), then swapped into the router
-service; requests already being decided keep the policy they started with.
+A policy becomes active only once it has passed three checks, whichever way it comes
+(publish, rollback, reload): its contract (`router.contracts.Policy`: each calibrator kind
+with its parameters, thresholds in [0, 1], the version's pattern), the running model
+(409 `policy_model_mismatch`), and deciding fixed messages on the running model
+(`router.routing.policy_check`). A policy that fails the first or the last is refused
+with 422 `invalid_policy`, the message naming the field; a refused one changes nothing,
+on disk or in memory. Then it is stored and made active on disk
+(`router.storage.policy_store`) and swapped into the router service; requests already
+being decided keep the policy they started with.
+
+The active file need not load for a publish or rollback to replace it: a file broken by
+hand is the case they are for.
 """
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.routing import APIRoute
 from pydantic import BaseModel
 
 from router.contracts import Policy
+from router.errors import InvalidPolicy
 from router.gateway.deps import ServicesDep, require_role
+from router.gateway.errors import describe_validation
 from router.gateway.middleware.access import ACCESS_RESPONSES
 from router.routing.policy import running_model
+from router.routing.policy_check import check_policy, probe_scores
+from router.routing.service import BoundModel
 from router.storage.policy_store import (
     PolicyStore,
     PolicySwitch,
@@ -22,9 +40,29 @@ from router.storage.policy_store import (
     load_policy,
 )
 
+
+class PolicyRoute(APIRoute):
+    """A body that does not fit `Policy` is an invalid policy (422 `invalid_policy`), not
+    just an invalid request: publishing clients can tell a refused policy apart."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def handle(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except RequestValidationError as exc:
+                code, message = describe_validation(exc)
+                if code == "invalid_json":
+                    raise
+                raise InvalidPolicy(f"not a valid policy: {message}") from None
+
+        return handle
+
+
 router = APIRouter(prefix="/v1/admin", tags=["admin"],
                    dependencies=[Depends(require_role("admin"))],
-                   responses=ACCESS_RESPONSES)
+                   responses=ACCESS_RESPONSES, route_class=PolicyRoute)
 
 
 class PolicySwitchOut(BaseModel):
@@ -34,14 +72,21 @@ class PolicySwitchOut(BaseModel):
     threshold: float
 
 
-def _switch(services: ServicesDep, change: str, policy: Policy | None = None) -> PolicySwitchOut:
-    bound = services.router.primary
+def acceptance(bound: BoundModel) -> Callable[[Policy], None]:
+    """What a policy must pass to become active on the running model (see module doc)."""
     running = running_model(bound.model, bound.policy)
-    store = PolicyStore(active_policy_path(services.settings))
+    scores = probe_scores(bound.model)
 
     def accept(candidate: Policy) -> None:
         ensure_policy_fits(candidate, running)
+        check_policy(candidate, scores)
 
+    return accept
+
+
+def _switch(services: ServicesDep, change: str, policy: Policy | None = None) -> PolicySwitchOut:
+    accept = acceptance(services.router.primary)
+    store = PolicyStore(active_policy_path(services.settings))
     if change == "publish" and policy is not None:
         switch: PolicySwitch = store.publish(policy, accept=accept)
     else:
@@ -54,22 +99,29 @@ def _switch(services: ServicesDep, change: str, policy: Policy | None = None) ->
 
 @router.post("/policy", response_model=PolicySwitchOut)
 def publish_policy(body: Policy, services: ServicesDep) -> PolicySwitchOut:
-    """Publish a policy artifact for the running model and switch to it."""
+    """Publish a policy artifact for the running model and switch to it.
+
+    Refused with 422 `invalid_policy` (naming the field) when it fails its contract or
+    deciding fixed messages with it on the running model does not give probabilities;
+    409 `policy_model_mismatch` when it is for another model. Nothing changes then.
+    """
     return _switch(services, "publish", body)
 
 
 @router.post("/policy/rollback", response_model=PolicySwitchOut)
 def rollback_policy(services: ServicesDep) -> PolicySwitchOut:
-    """Return to the policy version that was active before the current one."""
+    """Return to the policy version that was active before the current one (checked as a
+    published one is)."""
     return _switch(services, "rollback")
 
 
 @router.post("/policy/reload", response_model=PolicySwitchOut)
 def reload_policy(services: ServicesDep) -> PolicySwitchOut:
-    """Re-read the active policy file (after `support-router policy rollback|publish`)."""
+    """Re-read the active policy file (after `support-router policy rollback|publish`),
+    checked as a published one is; a refused file leaves the running policy in place."""
     bound = services.router.primary
     policy = load_policy(active_policy_path(services.settings))
-    ensure_policy_fits(policy, running_model(bound.model, bound.policy))
+    acceptance(bound)(policy)
     previous = services.router.swap_policy(policy)
     return PolicySwitchOut(action="reload", version=policy.version,
                            previous_version=previous.version, threshold=policy.threshold)

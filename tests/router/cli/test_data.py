@@ -250,3 +250,34 @@ def test_export_redacted_then_label_without_a_terminal(cli_env: Settings, tmp_pa
     ]
     code, out = _run("label", "--out", labels, "--annotator", "bo")
     assert code == 2 and "exactly one of --input FILE or --from-decisions" in out
+
+
+def _policy_file(path: Path, version: str, calibrator: dict[str, object]) -> Path:
+    path.write_text(json.dumps({"version": version, "threshold": 0.5, "calibrator": calibrator,
+                                "model": {"backend": "local", "name": "local-m"}}))
+    return path
+
+
+def test_policy_publish_refuses_an_invalid_artifact_and_changes_nothing(tmp_path: Path) -> None:
+    (tmp_path / "models").mkdir()
+    active = _policy_file(tmp_path / "models" / "policy.json", "trained", {"kind": "none"})
+    before = active.read_bytes()
+    bad = _policy_file(tmp_path / "bad.json", "v2", {"kind": "temperature", "params": {}})
+    result = RUNNER.invoke(app, ["policy", "publish", str(bad), "--policy-path", str(active)])
+    assert result.exit_code == 1
+    assert "error (invalid_policy)" in result.output
+    assert "field 'calibrator.params'" in result.output
+    assert active.read_bytes() == before
+    assert not (tmp_path / "models" / "policy.versions" / "history.jsonl").exists()
+
+
+def test_policy_publish_replaces_a_broken_active_file(tmp_path: Path) -> None:
+    (tmp_path / "models").mkdir()
+    active = _policy_file(tmp_path / "models" / "policy.json", "trained",
+                          {"kind": "temperature", "params": {"temperature": 0}})
+    good = _policy_file(tmp_path / "good.json", "v2",
+                        {"kind": "temperature", "params": {"temperature": 1.5}})
+    result = RUNNER.invoke(app, ["policy", "publish", str(good), "--policy-path", str(active)])
+    assert result.exit_code == 0, result.output
+    assert "active policy: v2 (was None)" in result.output
+    assert json.loads(active.read_text())["version"] == "v2"

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from router.contracts import ROUTES, Calibrator, Policy, PolicyModel, RouteScores
-from router.errors import ArtifactError
+from router.errors import ArtifactError, InvalidPolicy
 from router.routing.policy import apply_calibrator, decide
 from router.storage.policy_store import load_policy, save_policy
 
@@ -106,7 +106,7 @@ def test_policy_round_trip_and_bad_files(tmp_path: Path) -> None:
     save_policy(_policy(0.42), path)
     assert load_policy(path).threshold == 0.42
     path.write_text('{"version": 1}')
-    with pytest.raises(ArtifactError, match="not a valid policy"):
+    with pytest.raises(InvalidPolicy, match="not a valid policy: field 'version'"):
         load_policy(path)
     with pytest.raises(ArtifactError, match="run `support-router train`"):
         load_policy(tmp_path / "missing.json")

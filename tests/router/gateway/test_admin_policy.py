@@ -1,0 +1,178 @@
+"""Publishing, rolling back and reloading refuse policies that would break routing.
+
+Each attack a reviewer made on `POST /v1/admin/policy` is replayed on the real app with
+the session's trained model: refused with 422 `invalid_policy` naming the field, and
+the active file, the stored versions, the history and the decisions are as before.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from router.app.training import TrainResult
+from router.contracts import ROUTES
+from router.errors import InvalidPolicy
+from router.gateway.app import create_app
+from router.gateway.server import preflight
+from router.settings import Settings
+from router.storage.policy_store import PolicyStore, load_policy
+
+MESSAGE = {"text": "my kettle arrived broken, please refund order O-1001"}
+
+
+@pytest.fixture
+def own_settings(tmp_path: Path, trained: TrainResult) -> Settings:
+    """A private copy of the trained model and policy: publishing rewrites the policy file."""
+    model_dir = tmp_path / "models"
+    model_dir.mkdir()
+    shutil.copy(trained.model_path, model_dir / trained.model_path.name)
+    shutil.copy(trained.policy_path, model_dir / "policy.json")
+    return Settings(var_dir=tmp_path / "var", model_dir=model_dir,
+                    policy_path=model_dir / "policy.json")
+
+
+@pytest.fixture
+def client(own_settings: Settings) -> Iterator[TestClient]:
+    with TestClient(create_app(own_settings)) as test_client:
+        yield test_client
+
+
+def _stored(settings: Settings) -> dict[str, bytes]:
+    """Every byte the policy store keeps: the active file, the versions, the history."""
+    store = PolicyStore(settings.policy_path)
+    files = [settings.policy_path, *sorted(store.versions_dir.glob("*"))]
+    return {path.name: path.read_bytes() for path in files
+            if path.is_file() and path.name != ".lock"}
+
+
+def _active_json(settings: Settings, **changes: Any) -> dict[str, Any]:
+    policy: dict[str, Any] = json.loads(settings.policy_path.read_text())
+    return {**policy, **changes}
+
+
+def _broken_file(settings: Settings) -> None:
+    settings.policy_path.write_text(json.dumps(_active_json(
+        settings, calibrator={"kind": "temperature", "params": {}})))
+
+
+ATTACKS = [
+    ({"calibrator": {"kind": "temperature", "params": {}}}, "field 'calibrator.params'",
+     "temperature: Field required"),
+    ({"calibrator": {"kind": "temperature", "params": {"temperature": 0}}},
+     "field 'calibrator.params'", "greater than 0"),
+    ({"per_route_thresholds": {"refund": -5, "account": 7}},
+     "field 'per_route_thresholds.refund'", "must be in [0, 1]"),
+    ({"calibrator": {"kind": "isotonic", "params": {}}}, "field 'calibrator.params'",
+     "a step function for every route"),
+    ({"version": "v" * 300}, "field 'version'", "should match pattern"),
+]
+
+
+@pytest.mark.parametrize(("changes", "field", "says"), ATTACKS,
+                         ids=["temperature-without-params", "temperature-zero",
+                              "thresholds-out-of-range", "isotonic-empty", "version-300"])
+def test_a_policy_that_would_break_routing_is_refused_and_changes_nothing(
+    client: TestClient, own_settings: Settings, changes: dict[str, Any], field: str, says: str
+) -> None:
+    before = _stored(own_settings)
+    original = load_policy(own_settings.policy_path).version
+    body = _active_json(own_settings, **{"version": "attack", **changes})
+    refused = client.post("/v1/admin/policy", json=body)
+    assert refused.status_code == 422, refused.text
+    error = refused.json()["error"]
+    assert error["code"] == "invalid_policy"
+    assert field in error["message"] and says in error["message"]
+    assert _stored(own_settings) == before
+    decided = client.post("/v1/route", json=MESSAGE)
+    assert decided.status_code == 200, decided.text
+    assert decided.json()["policy_version"] == original
+    assert client.get("/readyz").status_code == 200
+
+
+def test_a_sound_calibrated_policy_is_still_published(client: TestClient,
+                                                      own_settings: Settings) -> None:
+    """The checks refuse what breaks routing, not calibrators as such."""
+    knots = {"x": [0.0, 0.5, 1.0], "y": [0.0, 0.45, 1.0]}
+    for version, calibrator in (
+        ("temperature-1", {"kind": "temperature", "params": {"temperature": 1.5}}),
+        ("isotonic-1", {"kind": "isotonic", "params": {r: knots for r in ROUTES}}),
+    ):
+        body = _active_json(own_settings, version=version, calibrator=calibrator,
+                            per_route_thresholds={"refund": 0.4, "account": 1.01})
+        published = client.post("/v1/admin/policy", json=body)
+        assert published.status_code == 200, published.text
+        decided = client.post("/v1/route", json=MESSAGE).json()
+        assert decided["policy_version"] == version
+        assert abs(sum(decided["scores"]["probabilities"].values()) - 1.0) < 1e-9
+
+
+def test_a_body_that_is_not_json_is_still_invalid_json(client: TestClient) -> None:
+    answer = client.post("/v1/admin/policy", content=b"{not json",
+                         headers={"content-type": "application/json"})
+    assert (answer.status_code, answer.json()["error"]["code"]) == (400, "invalid_json")
+
+
+def test_a_broken_active_file_is_replaced_through_the_api(client: TestClient,
+                                                          own_settings: Settings) -> None:
+    _broken_file(own_settings)
+    reloaded = client.post("/v1/admin/policy/reload")
+    assert reloaded.status_code == 422, reloaded.text
+    assert reloaded.json()["error"]["code"] == "invalid_policy"
+    assert "field 'calibrator.params'" in reloaded.json()["error"]["message"]
+    assert client.post("/v1/route", json=MESSAGE).status_code == 200
+
+    published = client.post("/v1/admin/policy", json=_active_json(own_settings,
+                                                                 version="fixed-1",
+                                                                 calibrator={"kind": "none"}))
+    assert published.status_code == 200, published.text
+    assert load_policy(own_settings.policy_path).version == "fixed-1"
+    assert client.post("/v1/route", json=MESSAGE).json()["policy_version"] == "fixed-1"
+
+
+def test_a_gateway_does_not_start_on_a_broken_policy_file(own_settings: Settings) -> None:
+    """Not a gateway that says it is ready and answers 500 on every request."""
+    _broken_file(own_settings)
+    with pytest.raises(InvalidPolicy, match=r"field 'calibrator\.params'.*support-router "
+                       r"policy publish FILE --policy-path"):
+        with TestClient(create_app(own_settings)):
+            pass
+    with pytest.raises(InvalidPolicy, match=r"policy\.json is not a valid policy"):
+        preflight(own_settings, "127.0.0.1", 0)
+
+
+def test_the_gateway_starts_again_once_a_valid_policy_is_published(
+    own_settings: Settings, tmp_path: Path
+) -> None:
+    good = _active_json(own_settings, version="fixed-2")
+    _broken_file(own_settings)
+    artifact = tmp_path / "fixed.json"
+    artifact.write_text(json.dumps(good))
+    PolicyStore(own_settings.policy_path).publish(load_policy(artifact))
+    preflight(own_settings, "127.0.0.1", 0)
+    with TestClient(create_app(own_settings)) as client:
+        assert client.post("/v1/route", json=MESSAGE).json()["policy_version"] == "fixed-2"
+
+
+def test_a_rollback_to_a_version_that_would_break_routing_is_refused(
+    client: TestClient, own_settings: Settings
+) -> None:
+    original = load_policy(own_settings.policy_path).version
+    published = client.post("/v1/admin/policy", json=_active_json(own_settings, version="v2"))
+    assert published.status_code == 200, published.text
+    stored = PolicyStore(own_settings.policy_path).versions_dir / f"{original}.json"
+    stored.write_text(json.dumps(_active_json(
+        own_settings, version=original, per_route_thresholds={"account": 7})))
+    before = _stored(own_settings)
+    refused = client.post("/v1/admin/policy/rollback")
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["error"]["code"] == "invalid_policy"
+    assert "field 'per_route_thresholds.account'" in refused.json()["error"]["message"]
+    assert _stored(own_settings) == before
+    assert client.post("/v1/route", json=MESSAGE).json()["policy_version"] == "v2"
