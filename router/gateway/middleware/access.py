@@ -124,17 +124,18 @@ def install_access(app: FastAPI) -> None:
 
 def describe_mode(settings: Settings) -> str:
     """One line for the start-up log: how requests are let in."""
+    rate = effective_rate(settings)
+    caller = "key" if settings.api_keys else "client address"
+    shared = "shared in Redis" if settings.redis_url else "per worker process"
+    limit = (
+        f"{rate:g}/s per {caller}, burst {settings.rate_limit_burst}, {shared}" if rate > 0
+        else "no rate limit"
+    )
     if not settings.api_keys:
         return (
             "no API keys configured (SUPPORT_ROUTER_API_KEYS): every endpoint is open to "
-            "local clients, so the gateway only answers on loopback"
+            f"local clients, so the gateway only answers on loopback; {limit}"
         )
-    rate = effective_rate(settings)
-    shared = "shared in Redis" if settings.redis_url else "per worker process"
-    limit = (
-        f"{rate:g}/s per key, burst {settings.rate_limit_burst}, {shared}" if rate > 0
-        else "no rate limit"
-    )
     return f"{len(settings.api_keys)} API key(s) configured; {limit}"
 
 
