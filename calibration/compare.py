@@ -27,7 +27,13 @@ import numpy as np
 from statsmodels.stats.contingency_tables import SquareTable, mcnemar
 
 from calibration.calibrate import score_with_policy
-from calibration.metrics import OUTCOME_CELLS, outcome_cells, outcomes, routing_rates
+from calibration.metrics import (
+    OUTCOME_CELLS,
+    outcome_cells,
+    outcomes,
+    routing_by_group,
+    routing_rates,
+)
 from router.contracts import ROUTES, Policy
 
 THREE_OUTCOMES = ("correct", "misroute", "clarify")
@@ -251,7 +257,8 @@ def _certified_coverage(a: RouterRun, b: RouterRun, boot: dict[str, Any]) -> dic
 
 def compare_routers(ids: np.ndarray, labels: np.ndarray, a: RouterRun, b: RouterRun, *,
                     cost_misroute: float = 10.0, cost_clarify: float = 1.0,
-                    certified_on_rows: dict[str, bool] | None = None, n_boot: int = 1000,
+                    certified_on_rows: dict[str, bool] | None = None,
+                    languages: np.ndarray | None = None, n_boot: int = 1000,
                     seed: int = 0) -> dict[str, Any]:
     """Every figure of the offline comparison of router A and router B.
 
@@ -264,6 +271,8 @@ def compare_routers(ids: np.ndarray, labels: np.ndarray, a: RouterRun, b: Router
     cost_misroute, cost_clarify : float
     certified_on_rows : dict, optional
         Router name → whether its thresholds were certified on (part of) these rows.
+    languages : ndarray of str, shape (n,), optional
+        Each row's language, for ``per_language``.
     n_boot, seed
         Bootstrap resamples and seed.
 
@@ -272,8 +281,10 @@ def compare_routers(ids: np.ndarray, labels: np.ndarray, a: RouterRun, b: Router
     dict
         ``n``, ``routers`` (name, model, policy version, threshold), ``metrics`` (paired
         bootstrap), ``mcnemar``, ``stuart_maxwell`` (with its 3×3 ``table`` of outcomes),
-        ``certified_coverage``, ``fixes`` (A not right, B right), ``breaks``,
-        ``agreement`` (decision × decision, and choice × choice), ``notes``.
+        ``certified_coverage``, ``per_label`` and ``per_language`` (router name →
+        group → coverage, misroutes among routed, correct outcome), ``fixes`` (A not
+        right, B right), ``breaks``, ``agreement`` (decision × decision, and choice ×
+        choice), ``notes``.
     """
     ids, labels = np.asarray(ids), np.asarray(labels)
     boot = paired_bootstrap(labels, a, b, cost_misroute=cost_misroute,
@@ -303,6 +314,9 @@ def compare_routers(ids: np.ndarray, labels: np.ndarray, a: RouterRun, b: Router
         "stuart_maxwell": {"categories": list(THREE_OUTCOMES), "table": transitions.tolist(),
                            **stuart_maxwell(transitions)},
         "certified_coverage": _certified_coverage(a, b, boot),
+        "per_label": {r.name: routing_by_group(labels, r.outcome, labels) for r in (a, b)},
+        "per_language": ({r.name: routing_by_group(labels, r.outcome, languages)
+                          for r in (a, b)} if languages is not None else {}),
         "fixes": _differences(ids, labels, a, b, ~a.right & b.right),
         "breaks": _differences(ids, labels, a, b, a.right & ~b.right),
         "agreement": {
@@ -315,6 +329,19 @@ def compare_routers(ids: np.ndarray, labels: np.ndarray, a: RouterRun, b: Router
         },
         "notes": notes,
     }
+
+
+def _group_lines(what: str, a: dict[str, dict[str, float]],
+                 b: dict[str, dict[str, float]]) -> list[str]:
+    """Coverage and misroutes among routed of A and B, one line per group."""
+    lines = [f"{what:<10}{'n':>6}{'A coverage':>13}{'A misroutes':>13}"
+             f"{'B coverage':>13}{'B misroutes':>13}"]
+    for group, fa in a.items():
+        fb = b[group]
+        lines.append(f"{group:<10}{int(fa['n']):>6}{fa['coverage']:>13.3f}"
+                     f"{fa['misroute_rate_routed']:>13.3f}{fb['coverage']:>13.3f}"
+                     f"{fb['misroute_rate_routed']:>13.3f}")
+    return lines
 
 
 def format_comparison(result: dict[str, Any]) -> str:
@@ -347,6 +374,9 @@ def format_comparison(result: dict[str, Any]) -> str:
                          f"{e['coverage']['ci95'][1]:.4f}]")
     lines.append(f"{cc['note']}")
     agreement = result["agreement"]["decisions"]
+    for key, what in (("per_label", "label"), ("per_language", "language")):
+        if result[key]:
+            lines.extend(_group_lines(what, result[key][a], result[key][b]))
     lines.append(f"fixes (A wrong, B right): {len(result['fixes'])}; breaks: "
                  f"{len(result['breaks'])}; same decision on {agreement['rate']:.1%}")
     lines.extend(f"note: {note}" for note in result["notes"])

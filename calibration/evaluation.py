@@ -12,6 +12,7 @@ from calibration.metrics import (
     expected_calibration_error,
     outcomes,
     routed_mask,
+    routing_by_group,
     routing_summary,
 )
 from router.contracts import ROUTES, Policy, RouteScores
@@ -57,24 +58,10 @@ def evaluate(
         "policy_version": policy.version,
         "model": calibrated[0].model if calibrated else policy.model.name,
         "per_tag": _per_tag(labels, choices, outcome, tags) if tags is not None else {},
-        "per_label": _per_group(labels, outcome, labels),
-        "per_language": _per_group(labels, outcome, languages) if languages is not None else {},
+        "per_label": routing_by_group(labels, outcome, labels),
+        "per_language": (routing_by_group(labels, outcome, languages)
+                         if languages is not None else {}),
     }
-
-
-def _per_group(labels: Sequence[str], outcome: np.ndarray,
-               groups: Sequence[str]) -> dict[str, dict[str, float]]:
-    """The routing summary (coverage, misroutes among routed, …) of each group's rows."""
-    keys = np.asarray(groups)
-    label_array = np.asarray(labels)
-    result = {}
-    for group in sorted(set(groups)):
-        rows = keys == group
-        summary = routing_summary(label_array[rows], outcome[rows])
-        result[str(group)] = {name: summary[name] for name in (
-            "n", "routed", "misroute", "coverage", "misroute_rate_routed",
-            "correct_outcome_rate")}
-    return result
 
 
 def _per_tag(

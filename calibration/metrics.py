@@ -121,6 +121,24 @@ def routing_summary(labels: Sequence[str] | np.ndarray, outcome: np.ndarray) -> 
     }
 
 
+GROUP_FIGURES = ("n", "routed", "misroute", "coverage", "misroute_rate_routed",
+                 "correct_outcome_rate")
+
+
+def routing_by_group(labels: Sequence[str] | np.ndarray, outcome: np.ndarray,
+                     groups: Sequence[str] | np.ndarray) -> dict[str, dict[str, float]]:
+    """`routing_summary`'s key figures for each group's rows (each true route, each
+    language, …), groups in sorted order: a weak route or language shows on its own."""
+    keys = np.asarray(groups)
+    label_array = np.asarray(labels)
+    result = {}
+    for group in sorted(set(keys.tolist())):
+        rows = keys == group
+        summary = routing_summary(label_array[rows], outcome[rows])
+        result[str(group)] = {name: summary[name] for name in GROUP_FIGURES}
+    return result
+
+
 def expected_calibration_error(
     y_true: np.ndarray, probabilities: np.ndarray, *, n_bins: int = 15, strategy: str = "uniform"
 ) -> float:

@@ -1,13 +1,12 @@
 """`support-router report`: an offline HTML page with PNG plots about one policy.
 
 `report_figures` computes every number (pure); `write_report` draws the plots
-(`calibration.report.plots`) and renders `index.html` with no external assets, so the folder
-can be zipped, mailed and opened anywhere.
+(`calibration.report.plots`) and renders `index.html` from `templates/policy_report.html`
+with no external assets, so the folder can be zipped, mailed and opened anywhere.
 """
 
 from __future__ import annotations
 
-import html
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +15,9 @@ import numpy as np
 from calibration.calibrate import PolicyScores, score_with_policy
 from calibration.certify import THRESHOLD_GRID, threshold_curve
 from calibration.intervals import bootstrap_calibration, bootstrap_routing
-from calibration.metrics import outcomes
+from calibration.metrics import outcomes, routing_by_group
 from calibration.recalibrate import choices_and_confidence, label_indices
+from calibration.report.pages import render_page
 from calibration.report.plots import (
     plot_confidence_histograms,
     plot_confusion,
@@ -65,7 +65,8 @@ PLOT_TEXT = {
 
 
 def report_figures(labels: np.ndarray, probabilities: np.ndarray, policy: Policy, *,
-                   n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
+                   languages: np.ndarray | None = None, n_boot: int = 1000,
+                   seed: int = 0) -> dict[str, Any]:
     """Every number the report shows, computed on the given rows.
 
     Parameters
@@ -74,6 +75,8 @@ def report_figures(labels: np.ndarray, probabilities: np.ndarray, policy: Policy
     probabilities : ndarray of shape (n, 4)
         Raw model probabilities; the policy's calibrator is applied for "after".
     policy : Policy
+    languages : ndarray of str, shape (n,), optional
+        Each row's language, for the figures per language.
     n_boot, seed
         Bootstrap resamples and seed for the intervals.
 
@@ -82,7 +85,8 @@ def report_figures(labels: np.ndarray, probabilities: np.ndarray, policy: Policy
     dict
         Calibration before/after with intervals, routing rates with intervals, the
         confusion matrix (labels × decisions), per-route precision/recall at the policy,
-        the risk–coverage curve, and per-row arrays for the plots.
+        the routing figures per true route and per language, the risk–coverage curve,
+        and per-row arrays for the plots.
     """
     labels = np.asarray(labels)
     y = label_indices(labels)
@@ -111,6 +115,9 @@ def report_figures(labels: np.ndarray, probabilities: np.ndarray, policy: Policy
         "routing": bootstrap_routing(labels, outcome, n_boot=n_boot, seed=seed),
         "confusion": confusion,
         "per_route": per_route,
+        "per_label": routing_by_group(labels, outcome, labels),
+        "per_language": (routing_by_group(labels, outcome, languages)
+                         if languages is not None else {}),
         "curve": curve,
         "outcome": outcome,
         "scored": scored,
@@ -121,10 +128,12 @@ def report_figures(labels: np.ndarray, probabilities: np.ndarray, policy: Policy
 
 def write_report(out_dir: Path, *, ids: np.ndarray, texts: list[str], labels: np.ndarray,
                  probabilities: np.ndarray, policy: Policy, rows_note: str,
-                 n_boot: int = 1000, seed: int = 0) -> Path:
+                 languages: np.ndarray | None = None, n_boot: int = 1000,
+                 seed: int = 0) -> Path:
     """Write `out_dir/index.html` and its PNG plots; return the HTML path."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    figures = report_figures(labels, probabilities, policy, n_boot=n_boot, seed=seed)
+    figures = report_figures(labels, probabilities, policy, languages=languages,
+                             n_boot=n_boot, seed=seed)
     scored = figures["scored"]
     plot_reliability(
         {f"before: raw {policy.model.name}": (figures["raw_top"], figures["raw_correct"]),
@@ -153,24 +162,14 @@ def write_report(out_dir: Path, *, ids: np.ndarray, texts: list[str], labels: np
     return path
 
 
-def _fmt(entry: dict[str, Any]) -> str:
-    low, high = entry["ci95"]
-    return f"{entry['value']:.4f} <span class=ci>[{low:.4f}, {high:.4f}]</span>"
-
-
 def _examples(title: str, mask: np.ndarray, ids: np.ndarray, texts: list[str],
-              labels: np.ndarray, scored: PolicyScores) -> str:
+              labels: np.ndarray, scored: PolicyScores) -> dict[str, Any]:
     rows = np.flatnonzero(mask)
     order = rows[np.argsort(-scored.confidences[rows], kind="stable")][:MAX_EXAMPLES]
-    body = "".join(
-        f"<tr><td>{html.escape(str(ids[i]))}</td><td>{html.escape(texts[i])}</td>"
-        f"<td>{labels[i]}</td><td>{scored.choices[i]}</td>"
-        f"<td>{scored.confidences[i]:.3f}</td></tr>"
-        for i in order
-    )
-    more = f" (showing {len(order)} of {len(rows)})" if len(rows) > len(order) else ""
-    return (f"<h2>{title}: {len(rows)}{more}</h2><table><tr><th>id</th><th>text</th>"
-            f"<th>label</th><th>choice</th><th>confidence</th></tr>{body}</table>")
+    return {"title": title, "total": len(rows), "rows": [
+        {"id": str(ids[i]), "text": texts[i], "label": str(labels[i]),
+         "choice": str(scored.choices[i]), "confidence": float(scored.confidences[i])}
+        for i in order]}
 
 
 def render_html(figures: dict[str, Any], *, policy: Policy, ids: np.ndarray, texts: list[str],
@@ -179,55 +178,21 @@ def render_html(figures: dict[str, Any], *, policy: Policy, ids: np.ndarray, tex
     g = policy.guarantee
     guarantee = (
         f"misroute rate among routed ≤ {g.alpha:g} with probability ≥ {1 - g.delta:g} "
-        f"({html.escape(g.method)}); certified on {g.n_certify} rows with {g.misroutes} "
+        f"({g.method}); certified on {g.n_certify} rows with {g.misroutes} "
         f"misroutes, upper bound {g.upper_bound:.4f}" if g else "none (uncertified policy)"
     )
     thresholds = (", ".join(f"{r} {t:.2f}" for r, t in policy.per_route_thresholds.items())
                   if policy.per_route_thresholds else f"{policy.threshold:.2f}")
-    calibration_rows = "".join(
-        f"<tr><td>{CALIBRATION_NAMES[k]}</td><td>{_fmt(figures['calibration_before'][k])}</td>"
-        f"<td>{_fmt(figures['calibration_after'][k])}</td></tr>" for k in CALIBRATION_NAMES
-    )
-    routing_rows = "".join(f"<tr><td>{k}</td><td>{_fmt(v)}</td></tr>"
-                           for k, v in figures["routing"].items())
-    route_rows = "".join(
-        f"<tr><td>{r}</td><td>{v['routed']}</td><td>{v['labelled']}</td>"
-        f"<td>{v['precision']:.3f}</td><td>{v['recall']:.3f}</td></tr>"
-        for r, v in figures["per_route"].items()
-    )
-    plots = "".join(
-        f"<h2>{title}</h2><img src='{name}.png' alt='{title}'><p>{PLOT_TEXT[name]}</p>"
-        for name, title in (("reliability", "Reliability before and after recalibration"),
-                            ("risk_coverage", "Risk–coverage"),
-                            ("confusion", "Confusion at the policy"),
-                            ("confidence", "Confidence per true label"))
-    )
     scored, outcome = figures["scored"], figures["outcome"]
-    return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8">
-<title>Calibration report: {html.escape(policy.version)}</title>
-<style>
-body {{ font-family: sans-serif; max-width: 1100px; margin: 2em auto; color: #222; }}
-table {{ border-collapse: collapse; margin: 1em 0; }}
-td, th {{ border: 1px solid #ccc; padding: 4px 8px; text-align: left; vertical-align: top; }}
-.ci {{ color: #666; font-size: 90%; }} img {{ max-width: 100%; }}
-</style></head><body>
-<h1>Calibration report: policy {html.escape(policy.version)}</h1>
-<p>Model <b>{html.escape(policy.model.name)}</b> ({policy.model.backend}),
-calibrator <b>{policy.calibrator.kind}</b>, threshold {thresholds}
-{f", min margin {policy.min_margin:g}" if policy.min_margin is not None else ""}.<br>
-Guarantee: {guarantee}.<br>Rows: {figures['n']} ({html.escape(rows_note)}).
-Intervals are 95% percentile bootstrap intervals.</p>
-<h2>Calibration</h2>
-<table><tr><th>metric (lower is better)</th><th>before</th><th>after</th></tr>
-{calibration_rows}</table>
-<h2>Routing at the policy</h2><table><tr><th>rate</th><th>value [95% interval]</th></tr>
-{routing_rows}</table>
-<h2>Per-route precision and recall at the policy</h2>
-<table><tr><th>route</th><th>routed</th><th>labelled</th><th>precision</th><th>recall</th></tr>
-{route_rows}</table>
-{plots}
-{_examples("Misrouted", outcome == "misroute", ids, texts, labels, scored)}
-{_examples("Needlessly clarified", outcome == "clarify_unneeded", ids, texts, labels, scored)}
-</body></html>
-"""
+    return render_page(
+        "policy_report.html", policy=policy, figures=figures, guarantee=guarantee,
+        thresholds=thresholds, rows_note=rows_note, calibration_names=CALIBRATION_NAMES,
+        plots=[{"name": name, "title": title, "text": PLOT_TEXT[name]} for name, title in (
+            ("reliability", "Reliability before and after recalibration"),
+            ("risk_coverage", "Risk–coverage"),
+            ("confusion", "Confusion at the policy"),
+            ("confidence", "Confidence per true label"))],
+        examples=[
+            _examples("Misrouted", outcome == "misroute", ids, texts, labels, scored),
+            _examples("Needlessly clarified", outcome == "clarify_unneeded", ids, texts,
+                      labels, scored)])

@@ -88,7 +88,9 @@ def compare(
             certified[name] = policy.data.labels_sha == data_sha(rows)
         result = compare_routers(np.asarray([r.id for r in rows]), label_array, *runs,
                                  cost_misroute=cost_misroute, cost_clarify=cost_clarify,
-                                 certified_on_rows=certified, n_boot=n_boot, seed=seed)
+                                 certified_on_rows=certified,
+                                 languages=np.asarray([r.lang for r in rows]), n_boot=n_boot,
+                                 seed=seed)
         page = write_comparison(out, result) if out is not None else None
     if as_json:
         typer.echo(json.dumps(result, indent=2))

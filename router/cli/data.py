@@ -247,6 +247,7 @@ def report(
             path = write_report(out, ids=ids[index], texts=[rows[i].text for i in index],
                                 labels=np.asarray([rows[i].label for i in index]),
                                 probabilities=probabilities[index], policy=chosen,
+                                languages=np.asarray([rows[i].lang for i in index]),
                                 rows_note=note, n_boot=n_boot)
     typer.echo(f"wrote {path} ({len(index)} rows)")
 

@@ -216,3 +216,42 @@ def test_compare_cli_without_a_policy_for_the_backend_fails_clearly(
     result = RUNNER.invoke(app, ["compare", "--a", str(a), "--b", str(b), "--labels", str(labels)])
     assert result.exit_code == 1
     assert "--policy-a" in result.output
+
+
+def test_figures_per_true_route_and_per_language_match_the_rows_by_hand() -> None:
+    ids, labels, probs = synthetic(1200, seed=3)
+    languages = np.where(np.arange(1200) % 3 == 0, "de", "en")
+    a = run_router("A", labels, probs, _policy(0.5))
+    b = run_router("B", labels, probs, _policy(0.9))
+    result = compare_routers(ids, labels, a, b, n_boot=50, languages=languages)
+    assert set(result["per_language"]["A"]) == {"de", "en"}
+    assert set(result["per_label"]["B"]) == set(labels)
+    for name, run in (("A", a), ("B", b)):
+        german = languages == "de"
+        routed = run.routed[german]
+        wrong = routed & (run.choices[german] != labels[german])
+        figures = result["per_language"][name]["de"]
+        assert figures["n"] == german.sum() and figures["routed"] == routed.sum()
+        assert figures["misroute_rate_routed"] == pytest.approx(wrong.sum() / routed.sum())
+    assert (result["per_language"]["B"]["en"]["coverage"]
+            < result["per_language"]["A"]["en"]["coverage"])
+
+
+def test_the_page_escapes_ids_labels_notes_and_versions_and_shows_each_language(
+    tmp_path: Path,
+) -> None:
+    from calibration.report.compare_page import write_comparison
+
+    ids, labels, probs = synthetic(300, seed=4)
+    ids = np.array([f'<img src=x onerror="alert({n})">' for n in range(300)], dtype=object)
+    languages = np.where(np.arange(300) % 2 == 0, "<b>xx</b>", "en")
+    evil = _policy(0.6).model_copy(update={"version": "v1", "model": PolicyModel(
+        backend="typesafe", name="<script>alert(1)</script>")})
+    a = run_router("A", labels, probs, _policy(0.3))
+    b = run_router("B", labels, probs, evil)
+    result = compare_routers(ids, labels, a, b, n_boot=20, languages=languages)
+    page = write_comparison(tmp_path / "out", result).read_text()
+    assert "<script>" not in page and "&lt;script&gt;" in page
+    assert "<img src=x" not in page and "&lt;img src=x" in page
+    assert "<b>xx</b>" not in page and "&lt;b&gt;xx&lt;/b&gt;" in page
+    assert "<h2>Per language</h2>" in page and "<h2>Per true route</h2>" in page

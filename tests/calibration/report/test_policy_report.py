@@ -50,8 +50,25 @@ def test_report_is_offline_html_with_plots(tmp_path: Path) -> None:
     for name in ("reliability", "risk_coverage", "confusion", "confidence"):
         png = tmp_path / "out" / f"{name}.png"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-        assert f"src='{name}.png'" in page
+        assert f'src="{name}.png"' in page
     assert "<script>" not in page and "&lt;script&gt;" in page
     assert not re.search(r"(src|href)=['\"]?(https?:)?//", page)  # no external assets
     assert "15 equal-width bins" in page and "15 equal-mass bins" in page
     assert "Misrouted: 1" in page and "Needlessly clarified: 3" in page
+
+
+def test_figures_and_page_per_true_route_and_per_language(tmp_path: Path) -> None:
+    languages = np.array(["en", "de", "en", "de", "en", "<i>x</i>"])
+    figures = report_figures(LABELS, PROBS, POLICY, languages=languages, n_boot=20)
+    # rows 1 (refund, clarified) and 3 (unclear, misrouted to refund) are German
+    assert figures["per_language"]["de"] == {
+        "n": 2, "routed": 1, "misroute": 1, "coverage": 0.0, "misroute_rate_routed": 1.0,
+        "correct_outcome_rate": 0.0}
+    assert figures["per_label"]["refund"]["n"] == 3
+    assert figures["per_label"]["refund"]["coverage"] == pytest.approx(1 / 3)
+    path = write_report(tmp_path / "out", ids=np.array([f"id{i}" for i in range(6)]),
+                        texts=list("abcdef"), labels=LABELS, probabilities=PROBS,
+                        policy=POLICY, languages=languages, rows_note="test part", n_boot=20)
+    page = path.read_text()
+    assert "<h2>Per language</h2>" in page and "<i>x</i>" not in page
+    assert "&lt;i&gt;x&lt;/i&gt;" in page
