@@ -485,7 +485,10 @@ def retry_lost_responses(call: Callable[[], Observation], *, attempts: int = 3) 
             return call()
         except (ResponseLost, OperationalError) as exc:
             last = exc
+    # The error's type only: its text names the database server, its SQL and its driver's
+    # message, and this summary reaches API clients (a supervisor's 503) and the agent.
     return fail("refund_service_unreachable",
-                f"no answer from the refund service after {attempts} attempts ({last})",
+                f"no answer from the refund service after {attempts} attempts "
+                f"({type(last).__name__})",
                 retry=True, stop=True, retry_after_s=30.0,
                 hint="try again later; a repeated request cannot refund twice")

@@ -7,7 +7,9 @@ from datetime import timedelta
 
 import pytest
 from sqlalchemy import Engine, func, select
+from sqlalchemy.exc import OperationalError
 
+from handlers.observation import Observation
 from handlers.services.refunds import (
     DAILY_CAP_CENTS,
     HOLD_ABOVE_CENTS,
@@ -133,6 +135,19 @@ def test_retry_helper_gives_up_with_an_error_that_says_retry(service: RefundServ
     obs = retry_lost_responses(lambda: _request(service), attempts=3)
     assert obs.status == "error" and obs.retry and obs.stop
     assert obs.code == "refund_service_unreachable"
+
+
+def test_giving_up_names_the_error_type_never_its_text() -> None:
+    """The summary reaches API clients: no server address, SQL or driver message."""
+    def unreachable() -> Observation:
+        raise OperationalError("SELECT amount_cents FROM refunds WHERE order_id = %s",
+                               ("O-1001",), Exception('connection to server at "10.0.0.5" '
+                                                      'failed: password authentication'))
+
+    obs = retry_lost_responses(unreachable, attempts=2)
+    assert obs.code == "refund_service_unreachable" and "OperationalError" in obs.summary
+    for leaked in ("10.0.0.5", "SELECT", "O-1001", "password"):
+        assert leaked not in obs.summary and leaked not in obs.model_dump_json()
 
 
 def test_unknown_fault_is_refused(service: RefundService) -> None:
