@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from router.contracts import Policy, RouteScores
-from router.errors import InvalidPolicy, ModelUnavailable, SupportRouterError
+from router.errors import ArtifactError, ModelUnavailable, SupportRouterError
 from router.routing.policy import running_model
 from router.routing.policy_check import check_policy, probe_scores
 from router.routing.service import BoundModel, RouterService
@@ -102,8 +102,10 @@ class PolicyFollower:
 
         Raises
         ------
+        ArtifactError
+            nothing is active in the database.
         InvalidPolicy
-            nothing is active in the database, or the active version does not load.
+            the active version does not load.
         """
         with self._lock:
             policy = self.db.active()
@@ -159,4 +161,4 @@ class PolicyFollower:
 
 
 def _nothing_active(slot: str) -> SupportRouterError:
-    return InvalidPolicy(f"the database has no active {slot} policy; publish one")
+    return ArtifactError(f"the database has no active {slot} policy; publish one")
