@@ -153,11 +153,20 @@ class PolicyFollower:
         return previous
 
     def _poll(self) -> None:
+        failing = False
         while not self._stop.wait(self.poll_s):
             try:
                 self.sync()
-            except Exception:  # the database away for a moment: the next poll retries
-                logger.warning("policy: reading the active version failed", exc_info=True)
+            except Exception:  # the database away for a while: the next poll retries
+                if not failing:  # once an outage, not once a poll
+                    logger.warning("policy: cannot read the active version from the "
+                                   "database; retrying every %.3g s", self.poll_s,
+                                   exc_info=True)
+                failing = True
+                continue
+            if failing:
+                logger.info("policy: reading the active version from the database again")
+            failing = False
 
 
 def _nothing_active(slot: str) -> SupportRouterError:
