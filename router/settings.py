@@ -108,6 +108,9 @@ class Settings(BaseSettings):
     redis_prefix: str = Field(default="support-router:", pattern=r"^[A-Za-z0-9:._-]{1,64}$")
     # On SIGTERM, requests in flight get this long to finish before they are cancelled.
     shutdown_grace_s: float = Field(default=30.0, gt=0)
+    # How often each worker reads the active policy pointer in the database (one row);
+    # a publish or rollback reaches every worker and host within this plus one read.
+    policy_poll_s: float = Field(default=1.0, ge=0.05, le=300.0)
 
     # What a connection may cost before the app sees a request (router/gateway/server.py).
     # The server (granian) holds at most max_request_head_bytes of request line and

@@ -19,6 +19,7 @@ from pathlib import Path
 from sqlalchemy import Engine
 
 from handlers.desk import SupportDesk, build_desk
+from router.app.policy_sync import PolicyFollower
 from router.app.services import Services
 from router.app.training import train_local
 from router.contracts import ExperimentConfig, Policy, PolicyModel, VariantConfig
@@ -30,7 +31,8 @@ from router.routing.service import BoundModel, LiveExperiment, RouterService
 from router.settings import Settings, resolve_path
 from router.storage.db import make_engine, migrate
 from router.storage.decision_log import DecisionLog
-from router.storage.policy_store import load_policy, load_serving_policy
+from router.storage.policy_db import PolicyDB, policy_slot
+from router.storage.policy_store import active_policy_path, load_policy, load_serving_policy
 from router.telemetry.metrics import track_breaker
 
 logger = logging.getLogger(__name__)
@@ -262,7 +264,12 @@ def open_desk(settings: Settings, engine: Engine) -> SupportDesk:
 def build_services(settings: Settings) -> Services:
     engine = make_engine(settings.resolved_database_url)
     desk = open_desk(settings, engine)
-    services = Services(settings=settings, engine=engine,
-                        router=build_router(settings, DecisionLog(engine)), desk=desk)
+    router = build_router(settings, DecisionLog(engine))
+    policies = PolicyFollower(PolicyDB(engine, policy_slot(settings)), router,
+                              policy_file=active_policy_path(settings),
+                              poll_s=settings.policy_poll_s)
+    services = Services(settings=settings, engine=engine, router=router, desk=desk,
+                        policies=policies)
+    policies.start()  # the database's active policy from here on, in every worker
     services.ready = True
     return services

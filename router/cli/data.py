@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from calibration.predictions import Predictions
     from router.contracts import Policy
     from router.settings import Settings
-    from router.storage.policy_store import PolicyStore
+    from router.storage.policy_db import PolicyDB
 
 policy_app = command_group("Publish, roll back and list policy versions.")
 DATE_FORMATS = ["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S"]
@@ -372,19 +372,47 @@ def export_decisions(
 
 
 PolicyPathOption = Annotated[Path | None, typer.Option(
-    "--policy-path", help="Active policy file (default: the configured backend's).")]
+    "--policy-path", help="Policy file kept in step with the database's active version "
+                          "(default: the configured backend's).")]
 
 
-def _store(policy_path: Path | None) -> PolicyStore:
+@contextlib.contextmanager
+def _policies(policy_path: Path | None) -> Iterator[tuple[PolicyDB, Path]]:
+    """The shared policy store (the database at SUPPORT_ROUTER_DATABASE_URL, migrated)
+    and the policy file that follows it."""
     from router.settings import get_settings
-    from router.storage.policy_store import PolicyStore, active_policy_path
+    from router.storage.db import make_engine, migrate
+    from router.storage.policy_db import PolicyDB, policy_slot
+    from router.storage.policy_store import active_policy_path
 
-    return PolicyStore(policy_path or active_policy_path(get_settings()))
+    settings = get_settings()
+    engine = make_engine(settings.resolved_database_url)
+    try:
+        migrate(engine)
+        yield PolicyDB(engine, policy_slot(settings)), policy_path or active_policy_path(settings)
+    finally:
+        engine.dispose()
+
+
+def _served_file(path: Path) -> Policy | None:
+    """The policy in the file, to adopt when the database has none yet; a file that does
+    not load (broken by hand, say) is not kept, so publishing can replace it."""
+    from router.errors import ArtifactError, InvalidPolicy
+    from router.storage.policy_store import load_policy
+
+    try:
+        return load_policy(path)
+    except ArtifactError:
+        return None
+    except InvalidPolicy as exc:
+        typer.echo(f"warning: {exc.message}; it is not kept as a version", err=True)
+        return None
 
 
 def _decides(policy: Policy) -> None:
     """Refuse a policy that does not decide on the fixed distributions (there is no
-    running model here: a gateway's reload checks it on its model's answers too)."""
+    running model here: each gateway checks it on its model's answers too before it
+    serves it)."""
     from router.routing.policy_check import check_policy, fixed_scores
 
     check_policy(policy, fixed_scores(policy.model.name))
@@ -395,14 +423,18 @@ def policy_publish(
     artifact: Annotated[Path, typer.Argument(help="Policy artifact from `calibrate`.")],
     policy_path: PolicyPathOption = None,
 ) -> None:
-    """Store a policy version and make it active (a running gateway: POST
-    /v1/admin/policy/reload, or publish through POST /v1/admin/policy instead).
+    """Store a policy version in the database and make it active; every running gateway
+    serves it within SUPPORT_ROUTER_POLICY_POLL_S.
 
     Refused (nothing changes) when the artifact is not a valid policy or does not decide;
-    a broken active file is replaced."""
-    from router.storage.policy_store import load_policy
+    a broken policy file is replaced."""
+    from router.storage.policy_store import load_policy, save_policy
 
-    switch = _store(policy_path).publish(load_policy(artifact), accept=_decides)
+    policy = load_policy(artifact)
+    with _policies(policy_path) as (db, path):
+        adopt = _served_file(path) if db.active_version() is None else None
+        switch = db.publish(policy, accept=_decides, adopt=adopt)
+        save_policy(switch.policy, path)
     typer.echo(f"active policy: {switch.policy.version} (was {switch.previous_version})")
 
 
@@ -410,7 +442,11 @@ def policy_publish(
 def policy_rollback(policy_path: PolicyPathOption = None) -> None:
     """Return to the policy version that was active before the current one (checked as
     a published one is)."""
-    switch = _store(policy_path).rollback(accept=_decides)
+    from router.storage.policy_store import save_policy
+
+    with _policies(policy_path) as (db, path):
+        switch = db.rollback(accept=_decides)
+        save_policy(switch.policy, path)
     typer.echo(f"rolled back: active policy {switch.policy.version} "
                f"(was {switch.previous_version})")
 
@@ -418,7 +454,9 @@ def policy_rollback(policy_path: PolicyPathOption = None) -> None:
 @policy_app.command("history")
 def policy_history(policy_path: PolicyPathOption = None) -> None:
     """List publish, adopt and rollback events, oldest first."""
-    for event in _store(policy_path).history():
+    with _policies(policy_path) as (db, _):
+        events = db.history()
+    for event in events:
         typer.echo(f"{event['at']}  {event['action']:<8} {event['version']}"
                    f"  (previous {event['previous']})")
 

@@ -1,47 +1,31 @@
-"""Published policy versions, kept in a folder next to the active policy file.
+"""Policy files and what every policy must pass: its contract, and the running model.
 
-    models/policy.json               the active policy: what the gateway loads at start
-    models/policy.versions/
-        <version>.json               every version ever published, never rewritten
-        history.jsonl                append-only: adopt | publish | rollback events
-
-Publishing writes the version file, then atomically replaces the active file (readers
-see the old policy or the new one, never half of either), then records the event.
-Rollback re-activates the version that was active before the current one; the stack of
-active versions is replayed from the history (adopt/publish push, rollback pops). A
-policy that was already active before the store existed (the one `train` writes) is
-adopted into the store on first use, so the first rollback can return to it.
+The versions, the active pointer and the history live in the shared database
+(`router.storage.policy_db`), which is authoritative. The policy file of the primary
+backend (`active_policy_path`) is what a gateway loads first at start (and adopts into a
+database that has no active policy yet), what `train` and `calibrate` write and what the
+offline tools read; the gateway and the CLI rewrite it to follow the database.
 
 A policy binds a model: `ensure_policy_fits` refuses one certified for another backend,
 artifact or question (409 `policy_model_mismatch`), whether published or rolled back to.
 
-Every policy read here, from the active file or a version, is validated by its contract
-(`router.contracts.Policy`): a file that fails raises `InvalidPolicy` naming the field.
-An active file that fails does not block the way out: publish and rollback replace it.
+Every policy read here is validated by its contract (`router.contracts.Policy`): a file
+that fails raises `InvalidPolicy` naming the field.
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
-import logging
 import os
-import re
 import tempfile
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from pydantic import ValidationError
 
 from router.contracts import Policy, PolicyModel
 from router.errors import ArtifactError, Conflict, InvalidPolicy
 from router.settings import Settings
-
-logger = logging.getLogger(__name__)
 
 
 def describe_policy_errors(exc: ValidationError) -> str:
@@ -144,8 +128,10 @@ class PolicySwitch:
 
 
 def active_policy_path(settings: Settings) -> Path:
-    """The policy file of the configured primary backend."""
-    return settings.typesafe_policy_path if settings.backend == "typesafe" else settings.policy_path
+    """The policy file of the configured primary backend (the one it loads at start)."""
+    if settings.backend == "typesafe":
+        return settings.typesafe_policy_path
+    return settings.e5_policy_path if settings.backend == "e5" else settings.policy_path
 
 
 def ensure_policy_fits(policy: Policy, running: PolicyModel) -> None:
@@ -165,159 +151,3 @@ def ensure_policy_fits(policy: Policy, running: PolicyModel) -> None:
             f"{theirs.name} (artifact {str(theirs.artifact_sha)[:12]})",
             code="policy_model_mismatch",
         )
-
-
-def _file_name(version: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]", "_", version) + ".json"
-
-
-@dataclass(frozen=True)
-class _ActiveFile:
-    adopt: Policy | None
-    """The active policy, when the store has not seen it yet."""
-    loads: bool
-    """Whether the active file is a valid policy (true when there is none)."""
-
-
-class PolicyStore:
-    def __init__(self, active_path: Path) -> None:
-        self.active_path = active_path
-        self.versions_dir = active_path.with_name(f"{active_path.stem}.versions")
-        self.history_path = self.versions_dir / "history.jsonl"
-
-    @contextmanager
-    def _locked(self) -> Iterator[None]:
-        self.versions_dir.mkdir(parents=True, exist_ok=True)
-        with (self.versions_dir / ".lock").open("w") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
-
-    def history(self) -> list[dict[str, Any]]:
-        if not self.history_path.exists():
-            return []
-        with self.history_path.open(encoding="utf-8") as handle:
-            return [json.loads(line) for line in handle if line.strip()]
-
-    def stack(self) -> list[str]:
-        """Versions that were active, oldest first; the last one is active now."""
-        stack: list[str] = []
-        for event in self.history():
-            if event["action"] in ("adopt", "publish"):
-                stack.append(event["version"])
-            elif event["action"] == "rollback" and stack:
-                stack.pop()
-        return stack
-
-    def load_version(self, version: str) -> Policy:
-        return load_policy(self.versions_dir / _file_name(version))
-
-    def publish(self, policy: Policy, *, accept: Callable[[Policy], None] | None = None,
-                now: datetime | None = None) -> PolicySwitch:
-        """Store `policy` as a version and make it the active one.
-
-        Raises
-        ------
-        Conflict
-            `policy_version_exists` when the version was published with other content,
-            or whatever `accept` raises (nothing is written then, not even the adoption
-            of the active file).
-        """
-        with self._locked():
-            active = self._active()
-            stack = self._stack_with(active.adopt)
-            previous = stack[-1] if stack else None
-            if accept is not None:
-                accept(policy)
-            self._refuse_rewrite(policy, also=active.adopt)
-            self._adopt(active.adopt, now)
-            self._write_version(policy)
-            if previous == policy.version:
-                if not active.loads:  # the version it names is this one: restore its file
-                    save_policy(policy, self.active_path)
-                return PolicySwitch("publish", policy, previous)
-            save_policy(policy, self.active_path)
-            self._record("publish", policy.version, previous, now)
-            return PolicySwitch("publish", policy, previous)
-
-    def rollback(self, *, accept: Callable[[Policy], None] | None = None,
-                 now: datetime | None = None) -> PolicySwitch:
-        """Re-activate the version that was active before the current one.
-
-        Raises
-        ------
-        Conflict
-            `no_previous_policy` when there is nothing to return to, or whatever
-            `accept` raises for the previous version (nothing changes then).
-        """
-        with self._locked():
-            active = self._active()
-            stack = self._stack_with(active.adopt)
-            if len(stack) < 2:
-                raise Conflict("no previous policy version to roll back to",
-                               code="no_previous_policy")
-            policy = self.load_version(stack[-2])
-            if accept is not None:
-                accept(policy)
-            self._adopt(active.adopt, now)
-            save_policy(policy, self.active_path)
-            self._record("rollback", policy.version, stack[-1], now)
-            return PolicySwitch("rollback", policy, stack[-1])
-
-    def _active(self) -> _ActiveFile:
-        """The active file as the store sees it; nothing is written.
-
-        An active file the store has not seen (e.g. from `train`) is to be adopted as a
-        version. One that is not a valid policy (edited by hand, say) is left out of the
-        store, so that publishing or rolling back can replace it.
-        """
-        if not self.active_path.exists():
-            return _ActiveFile(adopt=None, loads=True)
-        try:
-            policy = load_policy(self.active_path)
-        except InvalidPolicy as exc:
-            logger.warning("the active policy file cannot be loaded, so it is not kept as a "
-                           "version: %s", exc.message)
-            return _ActiveFile(adopt=None, loads=False)
-        stack = self.stack()
-        unseen = not stack or stack[-1] != policy.version
-        return _ActiveFile(adopt=policy if unseen else None, loads=True)
-
-    def _stack_with(self, adopt: Policy | None) -> list[str]:
-        """The stack of active versions once `adopt` (if any) is adopted."""
-        stack = self.stack()
-        return [*stack, adopt.version] if adopt is not None else stack
-
-    def _adopt(self, adopt: Policy | None, now: datetime | None) -> None:
-        if adopt is None:
-            return
-        stack = self.stack()
-        self._write_version(adopt)
-        self._record("adopt", adopt.version, stack[-1] if stack else None, now)
-
-    def _refuse_rewrite(self, policy: Policy, *, also: Policy | None = None) -> None:
-        """Raise `policy_version_exists` if `policy` would rewrite a stored version (or
-        `also`, about to be stored) with other content."""
-        stored = [also] if also is not None and also.version == policy.version else []
-        path = self.versions_dir / _file_name(policy.version)
-        if path.exists():
-            stored.append(load_policy(path))
-        if any(s.model_dump(mode="json") != policy.model_dump(mode="json") for s in stored):
-            raise Conflict(f"policy version {policy.version} was already published with "
-                           "different content; give the new policy a new version",
-                           code="policy_version_exists")
-
-    def _write_version(self, policy: Policy) -> None:
-        self._refuse_rewrite(policy)
-        path = self.versions_dir / _file_name(policy.version)
-        if not path.exists():
-            save_policy(policy, path)
-
-    def _record(self, action: str, version: str, previous: str | None,
-                now: datetime | None) -> None:
-        event = {"at": (now or datetime.now(UTC)).isoformat(), "action": action,
-                 "version": version, "previous": previous}
-        with self.history_path.open("a", encoding="utf-8") as handle:
-            handle.write(json.dumps(event) + "\n")

@@ -6,12 +6,14 @@ with its parameters, thresholds in [0, 1], the version's pattern), the running m
 (409 `policy_model_mismatch`), and deciding fixed messages on the running model
 (`router.routing.policy_check`). A policy that fails the first or the last is refused
 with 422 `invalid_policy`, the message naming the field; a refused one changes nothing,
-on disk or in memory. Then it is stored and made active on disk
-(`router.storage.policy_store`) and swapped into the router service; requests already
-being decided keep the policy they started with.
+in the database or in memory. Then it is stored and made active in the shared database
+(`router.storage.policy_db`, one transaction) and swapped into this worker's router
+service at once; every other worker and host swaps it in within the poll interval
+(`router.app.policy_sync`). Requests already being decided keep the policy they started
+with.
 
-The active file need not load for a publish or rollback to replace it: a file broken by
-hand is the case they are for.
+An active version that does not load need not block a publish or rollback: replacing a
+broken policy is the case they are for.
 """
 
 from __future__ import annotations
@@ -24,21 +26,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 from pydantic import BaseModel
 
+from router.app.policy_sync import acceptance
 from router.contracts import Policy
 from router.errors import InvalidPolicy
 from router.gateway.deps import ServicesDep, require_role
 from router.gateway.errors import describe_validation
 from router.gateway.middleware.access import ACCESS_RESPONSES
-from router.routing.policy import running_model
-from router.routing.policy_check import check_policy, probe_scores
-from router.routing.service import BoundModel
-from router.storage.policy_store import (
-    PolicyStore,
-    PolicySwitch,
-    active_policy_path,
-    ensure_policy_fits,
-    load_policy,
-)
+from router.storage.policy_store import PolicySwitch
 
 
 class PolicyRoute(APIRoute):
@@ -72,26 +66,16 @@ class PolicySwitchOut(BaseModel):
     threshold: float
 
 
-def acceptance(bound: BoundModel) -> Callable[[Policy], None]:
-    """What a policy must pass to become active on the running model (see module doc)."""
-    running = running_model(bound.model, bound.policy)
-    scores = probe_scores(bound.model)
-
-    def accept(candidate: Policy) -> None:
-        ensure_policy_fits(candidate, running)
-        check_policy(candidate, scores)
-
-    return accept
-
-
 def _switch(services: ServicesDep, change: str, policy: Policy | None = None) -> PolicySwitchOut:
-    accept = acceptance(services.router.primary)
-    store = PolicyStore(active_policy_path(services.settings))
+    bound = services.router.primary
+    accept = acceptance(bound)
+    db = services.policies.db
     if change == "publish" and policy is not None:
-        switch: PolicySwitch = store.publish(policy, accept=accept)
+        publish = policy
+        switch: PolicySwitch = services.policies.change(
+            lambda: db.publish(publish, accept=accept, adopt=bound.policy))
     else:
-        switch = store.rollback(accept=accept)
-    services.router.swap_policy(switch.policy)
+        switch = services.policies.change(lambda: db.rollback(accept=accept))
     return PolicySwitchOut(action=switch.action, version=switch.policy.version,
                            previous_version=switch.previous_version,
                            threshold=switch.policy.threshold)
@@ -117,11 +101,9 @@ def rollback_policy(services: ServicesDep) -> PolicySwitchOut:
 
 @router.post("/policy/reload", response_model=PolicySwitchOut)
 def reload_policy(services: ServicesDep) -> PolicySwitchOut:
-    """Re-read the active policy file (after `support-router policy rollback|publish`),
-    checked as a published one is; a refused file leaves the running policy in place."""
-    bound = services.router.primary
-    policy = load_policy(active_policy_path(services.settings))
-    acceptance(bound)(policy)
-    previous = services.router.swap_policy(policy)
+    """Serve the database's active policy in this worker now (every worker does within
+    the poll interval anyway), checked as a published one is; a refused one leaves the
+    running policy in place."""
+    policy, previous = services.policies.reload(acceptance(services.router.primary))
     return PolicySwitchOut(action="reload", version=policy.version,
                            previous_version=previous.version, threshold=policy.threshold)

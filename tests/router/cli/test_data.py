@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -14,9 +15,10 @@ from calibration.data import load_labelled
 from router.cli.main import app
 from router.contracts import ROUTES, Decision, RouteScores
 from router.models.typesafe import question_sha
-from router.settings import Settings
-from router.storage.db import make_engine
+from router.settings import Settings, get_settings
+from router.storage.db import make_engine, migrate
 from router.storage.decision_log import DecisionLog
+from router.storage.policy_db import PolicyDB
 from tests.calibration.test_calibrate import synthetic
 
 RUNNER = CliRunner()
@@ -258,7 +260,21 @@ def _policy_file(path: Path, version: str, calibrator: dict[str, object]) -> Pat
     return path
 
 
-def test_policy_publish_refuses_an_invalid_artifact_and_changes_nothing(tmp_path: Path) -> None:
+@pytest.fixture
+def policy_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[PolicyDB]:
+    """The CLI's policy commands on the test's own database (SUPPORT_ROUTER_VAR_DIR)."""
+    monkeypatch.setenv("SUPPORT_ROUTER_VAR_DIR", str(tmp_path / "var"))
+    monkeypatch.delenv("SUPPORT_ROUTER_DATABASE_URL", raising=False)
+    get_settings.cache_clear()
+    engine = make_engine(get_settings().resolved_database_url)
+    migrate(engine)
+    yield PolicyDB(engine)
+    engine.dispose()
+    get_settings.cache_clear()
+
+
+def test_policy_publish_refuses_an_invalid_artifact_and_changes_nothing(
+        tmp_path: Path, policy_db: PolicyDB) -> None:
     (tmp_path / "models").mkdir()
     active = _policy_file(tmp_path / "models" / "policy.json", "trained", {"kind": "none"})
     before = active.read_bytes()
@@ -268,10 +284,11 @@ def test_policy_publish_refuses_an_invalid_artifact_and_changes_nothing(tmp_path
     assert "error (invalid_policy)" in result.output
     assert "field 'calibrator.params'" in result.output
     assert active.read_bytes() == before
-    assert not (tmp_path / "models" / "policy.versions" / "history.jsonl").exists()
+    assert (policy_db.history(), policy_db.active_version()) == ([], None)
 
 
-def test_policy_publish_replaces_a_broken_active_file(tmp_path: Path) -> None:
+def test_policy_publish_replaces_a_broken_active_file(tmp_path: Path,
+                                                      policy_db: PolicyDB) -> None:
     (tmp_path / "models").mkdir()
     active = _policy_file(tmp_path / "models" / "policy.json", "trained",
                           {"kind": "temperature", "params": {"temperature": 0}})
@@ -281,3 +298,23 @@ def test_policy_publish_replaces_a_broken_active_file(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "active policy: v2 (was None)" in result.output
     assert json.loads(active.read_text())["version"] == "v2"
+    assert policy_db.stack() == ["v2"]  # the broken file is not kept as a version
+
+
+def test_policy_publish_rollback_and_history_work_on_the_database(
+        tmp_path: Path, policy_db: PolicyDB) -> None:
+    (tmp_path / "models").mkdir()
+    active = _policy_file(tmp_path / "models" / "policy.json", "trained", {"kind": "none"})
+    good = _policy_file(tmp_path / "good.json", "v2", {"kind": "none"})
+    published = RUNNER.invoke(app, ["policy", "publish", str(good), "--policy-path",
+                                    str(active)])
+    assert "active policy: v2 (was trained)" in published.output, published.output
+    assert policy_db.active_version() == "v2"
+    rolled_back = RUNNER.invoke(app, ["policy", "rollback", "--policy-path", str(active)])
+    assert "rolled back: active policy trained (was v2)" in rolled_back.output, \
+        rolled_back.output
+    assert policy_db.active_version() == "trained"
+    assert json.loads(active.read_text())["version"] == "trained"
+    history = RUNNER.invoke(app, ["policy", "history"])
+    assert [line.split()[1:3] for line in history.output.splitlines()] == [
+        ["adopt", "trained"], ["publish", "v2"], ["rollback", "trained"]]

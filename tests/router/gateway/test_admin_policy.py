@@ -3,18 +3,24 @@
 Each attack a reviewer made on `POST /v1/admin/policy` is replayed on the real app with
 the session's trained model: refused with 422 `invalid_policy` naming the field, and
 the active file, the stored versions, the history and the decisions are as before.
+
+The versions live in the database the app runs on, so a second app on the same database
+(another worker, another host) serves what the first published within the poll interval.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import select, update
 
 from router.app.training import TrainResult
 from router.contracts import ROUTES
@@ -22,9 +28,14 @@ from router.errors import InvalidPolicy
 from router.gateway.app import create_app
 from router.gateway.server import preflight
 from router.settings import Settings
-from router.storage.policy_store import PolicyStore, load_policy
+from router.storage.db import make_engine, migrate
+from router.storage.policy_db import PolicyDB, policy_active, policy_history, policy_versions
+from router.storage.policy_store import load_policy, save_policy
 
 MESSAGE = {"text": "my kettle arrived broken, please refund order O-1001"}
+POLL_S = 0.2
+BOUND_S = POLL_S + 2.0
+"""The poll interval these apps run with, and how long a change may take to arrive."""
 
 
 @pytest.fixture
@@ -35,7 +46,7 @@ def own_settings(tmp_path: Path, trained: TrainResult) -> Settings:
     shutil.copy(trained.model_path, model_dir / trained.model_path.name)
     shutil.copy(trained.policy_path, model_dir / "policy.json")
     return Settings(var_dir=tmp_path / "var", model_dir=model_dir,
-                    policy_path=model_dir / "policy.json")
+                    policy_path=model_dir / "policy.json", policy_poll_s=POLL_S)
 
 
 @pytest.fixture
@@ -44,12 +55,39 @@ def client(own_settings: Settings) -> Iterator[TestClient]:
         yield test_client
 
 
-def _stored(settings: Settings) -> dict[str, bytes]:
-    """Every byte the policy store keeps: the active file, the versions, the history."""
-    store = PolicyStore(settings.policy_path)
-    files = [settings.policy_path, *sorted(store.versions_dir.glob("*"))]
-    return {path.name: path.read_bytes() for path in files
-            if path.is_file() and path.name != ".lock"}
+def _stored(settings: Settings) -> dict[str, object]:
+    """Everything the policies are kept in: the database's rows and the active file."""
+    engine = make_engine(settings.resolved_database_url)
+    try:
+        with engine.connect() as conn:
+            rows = {table.name: [tuple(row) for row in conn.execute(select(table))]
+                    for table in (policy_versions, policy_active, policy_history)}
+    finally:
+        engine.dispose()
+    return {**rows, "file": settings.policy_path.read_bytes()}
+
+
+def _break_stored(settings: Settings, version: str, **changes: Any) -> None:
+    """A hand edit of a stored version in the database."""
+    engine = make_engine(settings.resolved_database_url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(update(policy_versions).where(policy_versions.c.version == version)
+                         .values(body=json.dumps(_active_json(settings, version=version,
+                                                              **changes))))
+    finally:
+        engine.dispose()
+
+
+def _serves(client: TestClient, version: str, within_s: float = BOUND_S) -> float:
+    """Seconds until `client` decides under `version`; fails after `within_s`."""
+    start = time.monotonic()
+    while True:
+        decided = client.post("/v1/route", json=MESSAGE).json()["policy_version"]
+        if decided == version:
+            return time.monotonic() - start
+        assert time.monotonic() - start < within_s, f"still {decided}, not {version}"
+        time.sleep(0.02)
 
 
 def _active_json(settings: Settings, **changes: Any) -> dict[str, Any]:
@@ -119,9 +157,10 @@ def test_a_body_that_is_not_json_is_still_invalid_json(client: TestClient) -> No
     assert (answer.status_code, answer.json()["error"]["code"]) == (400, "invalid_json")
 
 
-def test_a_broken_active_file_is_replaced_through_the_api(client: TestClient,
-                                                          own_settings: Settings) -> None:
-    _broken_file(own_settings)
+def test_a_broken_active_version_is_replaced_through_the_api(client: TestClient,
+                                                             own_settings: Settings) -> None:
+    original = load_policy(own_settings.policy_path).version
+    _break_stored(own_settings, original, calibrator={"kind": "temperature", "params": {}})
     reloaded = client.post("/v1/admin/policy/reload")
     assert reloaded.status_code == 422, reloaded.text
     assert reloaded.json()["error"]["code"] == "invalid_policy"
@@ -132,6 +171,7 @@ def test_a_broken_active_file_is_replaced_through_the_api(client: TestClient,
                                                                  version="fixed-1",
                                                                  calibrator={"kind": "none"}))
     assert published.status_code == 200, published.text
+    assert published.json()["previous_version"] == original
     assert load_policy(own_settings.policy_path).version == "fixed-1"
     assert client.post("/v1/route", json=MESSAGE).json()["policy_version"] == "fixed-1"
 
@@ -154,7 +194,13 @@ def test_the_gateway_starts_again_once_a_valid_policy_is_published(
     _broken_file(own_settings)
     artifact = tmp_path / "fixed.json"
     artifact.write_text(json.dumps(good))
-    PolicyStore(own_settings.policy_path).publish(load_policy(artifact))
+    engine = make_engine(own_settings.resolved_database_url)
+    try:  # what `support-router policy publish` does
+        migrate(engine)
+        save_policy(PolicyDB(engine).publish(load_policy(artifact)).policy,
+                    own_settings.policy_path)
+    finally:
+        engine.dispose()
     preflight(own_settings, "127.0.0.1", 0)
     with TestClient(create_app(own_settings)) as client:
         assert client.post("/v1/route", json=MESSAGE).json()["policy_version"] == "fixed-2"
@@ -166,9 +212,7 @@ def test_a_rollback_to_a_version_that_would_break_routing_is_refused(
     original = load_policy(own_settings.policy_path).version
     published = client.post("/v1/admin/policy", json=_active_json(own_settings, version="v2"))
     assert published.status_code == 200, published.text
-    stored = PolicyStore(own_settings.policy_path).versions_dir / f"{original}.json"
-    stored.write_text(json.dumps(_active_json(
-        own_settings, version=original, per_route_thresholds={"account": 7})))
+    _break_stored(own_settings, original, per_route_thresholds={"account": 7})
     before = _stored(own_settings)
     refused = client.post("/v1/admin/policy/rollback")
     assert refused.status_code == 422, refused.text
@@ -176,3 +220,52 @@ def test_a_rollback_to_a_version_that_would_break_routing_is_refused(
     assert "field 'per_route_thresholds.account'" in refused.json()["error"]["message"]
     assert _stored(own_settings) == before
     assert client.post("/v1/route", json=MESSAGE).json()["policy_version"] == "v2"
+
+
+def test_a_publish_on_one_app_reaches_another_on_the_same_database(
+    client: TestClient, own_settings: Settings
+) -> None:
+    original = load_policy(own_settings.policy_path).version
+    with TestClient(create_app(own_settings)) as other:
+        assert other.post("/v1/route", json=MESSAGE).json()["policy_version"] == original
+        published = client.post("/v1/admin/policy", json=_active_json(own_settings,
+                                                                     version="v2"))
+        assert published.status_code == 200, published.text
+        assert client.post("/v1/route", json=MESSAGE).json()["policy_version"] == "v2"
+        _serves(other, "v2")
+        rolled_back = other.post("/v1/admin/policy/rollback")
+        assert rolled_back.json() == {"action": "rollback", "version": original,
+                                      "previous_version": "v2",
+                                      "threshold": load_policy(own_settings.policy_path)
+                                      .threshold}
+        _serves(client, original)
+
+
+def test_the_database_wins_over_the_file_at_start(own_settings: Settings) -> None:
+    with TestClient(create_app(own_settings)) as client:
+        assert client.post("/v1/admin/policy", json=_active_json(
+            own_settings, version="v2")).status_code == 200
+    save_policy(load_policy(own_settings.policy_path).model_copy(update={"version": "v3"}),
+                own_settings.policy_path)  # a file edited, or another host's
+    with TestClient(create_app(own_settings)) as client:
+        assert client.post("/v1/route", json=MESSAGE).json()["policy_version"] == "v2"
+    assert load_policy(own_settings.policy_path).version == "v2"
+
+
+def test_a_stored_policy_for_another_model_is_skipped_not_served(
+    client: TestClient, own_settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    original = load_policy(own_settings.policy_path)
+    elsewhere = original.model_copy(update={
+        "version": "other-model", "model": original.model.model_copy(
+            update={"artifact_sha": "0" * 64})})
+    engine = make_engine(own_settings.resolved_database_url)
+    try:  # published from a host that runs another model, without this one's checks
+        with caplog.at_level(logging.ERROR, logger="router.app.policy_sync"):
+            PolicyDB(engine).publish(elsewhere)
+            time.sleep(BOUND_S)
+    finally:
+        engine.dispose()
+    assert client.post("/v1/route", json=MESSAGE).json()["policy_version"] == original.version
+    skipped = [r.getMessage() for r in caplog.records if "other-model" in r.getMessage()]
+    assert len(skipped) == 1 and "policy_model_mismatch" in skipped[0], skipped

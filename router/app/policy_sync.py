@@ -1,0 +1,173 @@
+"""Every worker serves the policy version the database names active.
+
+At start (`PolicyFollower.start`): a database with no active policy adopts the one this
+worker loaded from its file; otherwise the database wins and its version is swapped in.
+Then a background thread reads the active pointer (one row) every `policy_poll_s` and
+swaps the policy in when the version changed, so a publish or rollback made through any
+worker or host, or the CLI, is served everywhere within the poll interval plus one read.
+Polling rather than PostgreSQL's LISTEN/NOTIFY: it works the same on SQLite, and one
+indexed single-row read a second per worker costs nothing next to the requests.
+
+A version is swapped in only once it passes what a publish checks on this model: it
+names the running model (`ensure_policy_fits`) and decides the probe messages
+(`check_policy`). One that does not is logged once and skipped; the worker keeps what it
+serves. Changes made here (publish, rollback, reload) and by the poller are serialised
+by one lock, so a poll that read the old pointer cannot swap back over a fresh publish.
+The policy file follows every swap, for the offline tools that read it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from router.contracts import Policy, RouteScores
+from router.errors import ArtifactError, ModelUnavailable, SupportRouterError
+from router.routing.policy import running_model
+from router.routing.policy_check import check_policy, probe_scores
+from router.routing.service import BoundModel, RouterService
+from router.storage.policy_db import PolicyDB
+from router.storage.policy_store import PolicySwitch, ensure_policy_fits, save_policy
+
+logger = logging.getLogger(__name__)
+
+
+def acceptance(bound: BoundModel) -> Callable[[Policy], None]:
+    """What a policy must pass to become active on the running model: it names that
+    model (409 `policy_model_mismatch`) and decides fixed messages on it (422
+    `invalid_policy`)."""
+    running = running_model(bound.model, bound.policy)
+    scores = probe_scores(bound.model)
+
+    def accept(candidate: Policy) -> None:
+        ensure_policy_fits(candidate, running)
+        check_policy(candidate, scores)
+
+    return accept
+
+
+class PolicyFollower:
+    def __init__(self, db: PolicyDB, router: RouterService, *, policy_file: Path,
+                 poll_s: float) -> None:
+        self.db = db
+        self.router = router
+        self.policy_file = policy_file
+        self.poll_s = poll_s
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._running = running_model(router.primary.model, router.primary.policy)
+        self._scores: list[RouteScores] | None = None
+        self._skipped: str | None = None
+
+    def start(self) -> None:
+        """Adopt or follow the database's active policy, then poll it in the background."""
+        served = self.router.primary.policy
+        if self.db.active_version() is None and self.policy_file.exists():
+            if self.db.adopt(served):
+                logger.info("policy: the database had no active %s policy; adopted %s from "
+                            "%s (the database is authoritative from now on)",
+                            self.db.slot, served.version, self.policy_file)
+        self.sync()
+        now = self.router.primary.policy.version
+        if self._skipped is not None:
+            pass  # said why in `sync`
+        elif now == served.version:
+            logger.info("policy: serving %s, the database's active %s policy", now,
+                        self.db.slot)
+        else:
+            logger.info("policy: serving %s from the database (the file %s had %s; it is "
+                        "rewritten to follow the database)", now, self.policy_file,
+                        served.version)
+        self._thread = threading.Thread(target=self._poll, name="policy-follower",
+                                        daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=max(5.0, 2 * self.poll_s))
+
+    def change(self, make: Callable[[], PolicySwitch]) -> PolicySwitch:
+        """Run a publish or rollback and serve its result here at once."""
+        with self._lock:
+            switch = make()
+            self._serve(switch.policy)
+            return switch
+
+    def reload(self, accept: Callable[[Policy], None]) -> tuple[Policy, Policy]:
+        """Serve the database's active policy now (checked by `accept`): (new, previous).
+
+        Raises
+        ------
+        ArtifactError
+            nothing is active in the database.
+        InvalidPolicy
+            the active version does not load.
+        """
+        with self._lock:
+            policy = self.db.active()
+            if policy is None:
+                raise _nothing_active(self.db.slot)
+            accept(policy)
+            return policy, self._serve(policy)
+
+    def sync(self) -> None:
+        """Swap in the database's active version if it is not the one served here."""
+        with self._lock:
+            version = self.db.active_version()
+            if version in (None, self.router.primary.policy.version, self._skipped):
+                return
+            assert version is not None
+            if self._scores is None:
+                try:
+                    self._scores = probe_scores(self.router.primary.model)
+                except ModelUnavailable as exc:  # a remote model away: the next poll retries
+                    logger.warning("policy: cannot check version %s on the model yet: %s",
+                                   version, exc.message)
+                    return
+            try:
+                policy = self.db.load_version(version)
+                ensure_policy_fits(policy, self._running)
+                check_policy(policy, self._scores)
+            except SupportRouterError as exc:
+                self._skipped = version
+                logger.error("policy: the database's active version %s is not served by this "
+                             "worker, which keeps %s: %s: %s", version,
+                             self.router.primary.policy.version, exc.code, exc.message)
+                return
+            previous = self._serve(policy)
+            logger.info("policy: now serving %s (was %s), the database's active version",
+                        policy.version, previous.version)
+
+    def _serve(self, policy: Policy) -> Policy:
+        previous = self.router.swap_policy(policy)
+        self._skipped = None
+        try:
+            save_policy(policy, self.policy_file)
+        except OSError as exc:
+            logger.warning("policy: could not rewrite %s to follow the database: %s",
+                           self.policy_file, exc)
+        return previous
+
+    def _poll(self) -> None:
+        failing = False
+        while not self._stop.wait(self.poll_s):
+            try:
+                self.sync()
+            except Exception:  # the database away for a while: the next poll retries
+                if not failing:  # once an outage, not once a poll
+                    logger.warning("policy: cannot read the active version from the "
+                                   "database; retrying every %.3g s", self.poll_s,
+                                   exc_info=True)
+                failing = True
+                continue
+            if failing:
+                logger.info("policy: reading the active version from the database again")
+            failing = False
+
+
+def _nothing_active(slot: str) -> SupportRouterError:
+    return ArtifactError(f"the database has no active {slot} policy; publish one")
