@@ -47,7 +47,12 @@ def serve(
     loads. While a missing model trains, /healthz answers and /readyz says what it waits
     for. SIGTERM lets requests in flight finish (up to `shutdown_grace_s`) and exits 0.
     """
-    from router.gateway.server import preflight, serve_gateway
+    from router.gateway.server import (
+        START_FAILED_EXIT_CODE,
+        StartFailed,
+        preflight,
+        serve_gateway,
+    )
     from router.settings import get_settings
     from router.telemetry.logs import configure_logging
     from router.telemetry.metrics import prepare_multiprocess_dir
@@ -62,7 +67,10 @@ def serve(
         fail(exc, exit_code=2)
     configure_logging(settings)  # JSON lines from here on
     prepare_multiprocess_dir()  # PROMETHEUS_MULTIPROC_DIR: empty it before workers start
-    serve_gateway(settings, host=bind, port=port or settings.port, workers=workers)
+    try:
+        serve_gateway(settings, host=bind, port=port or settings.port, workers=workers)
+    except StartFailed as exc:
+        fail(exc, exit_code=START_FAILED_EXIT_CODE)
 
 
 @contextmanager

@@ -41,7 +41,12 @@ from __future__ import annotations
 
 import errno
 import math
+import os
+import signal
 import socket
+import tempfile
+from contextlib import suppress
+from pathlib import Path
 from typing import Any
 
 from router.access import KeyRing
@@ -51,6 +56,35 @@ from router.settings import Settings
 from router.storage.policy_store import check_serving_policies
 
 ASGI_APP = "router.gateway.asgi:app"
+START_FAILED_EXIT_CODE = 3
+# Set by `serve_gateway` for its workers (they inherit the environment): whom to tell, and
+# where, that a worker could not start.
+SERVER_PID_ENV = "SUPPORT_ROUTER_SERVER_PID"
+START_FAILED_FILE_ENV = "SUPPORT_ROUTER_START_FAILED_FILE"
+
+
+class StartFailed(SupportRouterError):
+    """A worker could not start (its log says why); the gateway stopped."""
+
+    status_code = 500
+    code = "start_failed"
+
+
+def report_start_failure(reason: str) -> None:
+    """From a worker that cannot start: stop the whole `serve`, which then exits 3.
+
+    granian respawns a worker that exits, and its crash-loop check misses workers that
+    fail in turn (each respawn clears the other workers' timestamps), so N workers that
+    all fail to start were respawned for minutes. Nothing to do outside `serve` (a
+    worker run by hand under another server has neither variable).
+    """
+    path, pid = os.environ.get(START_FAILED_FILE_ENV), os.environ.get(SERVER_PID_ENV)
+    if not path or not pid:
+        return
+    with suppress(OSError):
+        Path(path).write_text(reason, encoding="utf-8")
+    with suppress(OSError, ValueError):
+        os.kill(int(pid), signal.SIGTERM)
 
 
 class LoopbackOnly(SupportRouterError):
@@ -166,8 +200,20 @@ def serve_gateway(settings: Settings, *, host: str, port: int, workers: int = 1)
 
     Each worker imports `router.gateway.asgi:app` and builds its app from the environment,
     so settings reach it the same way they reached this process.
+
+    Raises
+    ------
+    StartFailed
+        a worker could not start (`report_start_failure`) and the gateway stopped.
     """
     from granian.server import Server
 
     preflight(settings, host, port)
-    Server(**server_options(settings, host=host, port=port, workers=workers)).serve()
+    with tempfile.TemporaryDirectory(prefix="support-router-serve-") as folder:
+        failed = Path(folder) / "start-failed"
+        os.environ[SERVER_PID_ENV] = str(os.getpid())
+        os.environ[START_FAILED_FILE_ENV] = str(failed)
+        Server(**server_options(settings, host=host, port=port, workers=workers)).serve()
+        if failed.exists():
+            raise StartFailed(f"the gateway could not start ({failed.read_text()}); "
+                              "it stopped rather than restart workers that cannot start")

@@ -15,8 +15,9 @@ lifespan returns at once so the port opens, and until the services are built
 Training happens once, not once per worker: `router.app.bootstrap.ensure_trained` trains
 under a lock file in the model folder, and a worker that finds it taken waits for the
 other one and loads what it wrote. A start that fails in the background ends the process
-with exit code 3, as a failed lifespan would, after logging why: the server (or process
-manager) decides what comes next, and nothing keeps answering 503 for ever.
+with exit code 3, as a failed lifespan would, after logging why, and nothing keeps
+answering 503 for ever. Under `support-router serve` it also stops the gateway, which
+exits 3 (router/gateway/server.py): workers that cannot start are not restarted in turn.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from router.app.bootstrap import build_services, ensure_trained
 from router.app.services import Services
 from router.errors import SupportRouterError
 from router.gateway.errors import error_response
+from router.gateway.server import START_FAILED_EXIT_CODE, report_start_failure
 from router.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -43,7 +45,6 @@ RETRY_AFTER_S = 5
 OPEN_WHILE_STARTING = frozenset({"/healthz", "/metrics", "/docs", "/docs/oauth2-redirect",
                                  "/redoc", "/openapi.json"})
 """Paths that need no services: answered normally while the gateway starts."""
-START_FAILED_EXIT_CODE = 3
 
 
 @dataclass
@@ -74,6 +75,7 @@ def start_in_background(settings: Settings, missing: list[str], state: StartupSt
                             reason, START_FAILED_EXIT_CODE, exc_info=True)
             for handler in logging.getLogger().handlers:
                 handler.flush()
+            report_start_failure(reason)
             os._exit(START_FAILED_EXIT_CODE)
 
     thread = threading.Thread(target=run, name="gateway-start-up", daemon=True)

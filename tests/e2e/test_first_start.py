@@ -86,8 +86,10 @@ def test_a_first_start_whose_training_fails_exits_non_zero_and_says_why(
                       routes_data=str(tmp_path / "no-such-data"))
     done = subprocess.run([CLI, "serve", "--port", str(free_port()), "--workers", "2"],
                           env=env, capture_output=True, text=True, timeout=TRAIN_TIMEOUT_S)
-    assert done.returncode != 0
+    # Both workers fail in turn; the gateway stops instead of respawning them.
+    assert done.returncode == 3, done.stderr[-3000:]
     assert "could not start (data_not_found: no labelled data at" in done.stderr + done.stdout
+    assert "it stopped rather than restart workers that cannot start" in done.stderr
 
 
 def test_a_first_start_trains_once_and_answers_health_checks_meanwhile(
