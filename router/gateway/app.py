@@ -11,6 +11,7 @@ from fastapi import APIRouter, FastAPI
 
 from router.app.bootstrap import build_services, models_to_train
 from router.app.services import Services
+from router.errors import SupportRouterError
 from router.gateway.errors import ERROR_RESPONSES, error_responses, install_error_handlers
 from router.gateway.middleware.access import install_access
 from router.gateway.middleware.body_limits import RequestLimits
@@ -18,6 +19,7 @@ from router.gateway.middleware.forwarded import ForwardedHeaders
 from router.gateway.middleware.observability import ObservabilityMiddleware
 from router.gateway.routes import admin, approvals, cases, docs, handoffs, health, messages, route
 from router.gateway.routes import metrics as metrics_route
+from router.gateway.server import report_start_failure
 from router.gateway.startup import StartupGate, StartupState, start_in_background
 from router.settings import Settings, get_settings
 from router.telemetry.logs import install_logging
@@ -82,7 +84,12 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
             start_in_background(chosen, missing, app.state.startup,
                                 lambda built: started(app, built))
         else:
-            started(app, services if services is not None else build_services(chosen))
+            try:
+                started(app, services if services is not None else build_services(chosen))
+            except SupportRouterError as exc:
+                # Every replacement worker would fail the same way: stop `serve` instead.
+                report_start_failure(f"{exc.code}: {exc.message}")
+                raise
         yield
         built = getattr(app.state, "services", None)
         if built is not None:

@@ -21,7 +21,9 @@ gateway exposed to clients needs before the app sees a byte:
   connections); a worker that dies is replaced while the others go on serving, and a
   replacement binds its socket only once its app has started, so it takes no connection
   it cannot answer. A worker that dies again within seconds of being replaced is a crash
-  loop: the gateway then exits 1, for the process manager.
+  loop: the gateway then exits 1, for the process manager. A worker whose start fails in
+  the background (training, loading) stops the gateway at once, which exits 3
+  (`report_start_failure`).
 
 The app adds what the server cannot know (router/gateway/middleware/body_limits.py): the
 request target within `max_request_line_bytes` (414), at most `max_header_count` header

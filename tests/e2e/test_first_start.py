@@ -13,6 +13,7 @@ ever.
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from pathlib import Path
 import httpx
 
 from router.app.bootstrap import TRAINING_LOCK
+from router.app.training import TrainResult
 from tests.servers import GatewayProcess, free_port, gateway_env
 
 CLI = str(Path(sys.executable).with_name("support-router"))
@@ -129,3 +131,20 @@ def test_a_first_start_trains_once_and_answers_health_checks_meanwhile(
     assert log.count("training it now") == 1, log[-4000:]
     assert log.count("trained the local model in") == 1
     assert (models / "local-route-model.json").exists() and (models / "policy.json").exists()
+
+
+def test_workers_that_cannot_load_the_model_stop_the_gateway(
+    trained: TrainResult, tmp_path: Path,
+) -> None:
+    """A model file that is there but broken: no training starts, every worker's start
+    fails the same way, so the gateway stops with the reason instead of respawning."""
+    models = tmp_path / "models"
+    models.mkdir()
+    shutil.copy(trained.policy_path, models / "policy.json")
+    (models / trained.model_path.name).write_text('{"format": "not a model"}')
+    env = gateway_env(models, models / "policy.json", tmp_path / "var")
+    done = subprocess.run([CLI, "serve", "--port", str(free_port()), "--workers", "2"],
+                          env=env, capture_output=True, text=True, timeout=TRAIN_TIMEOUT_S)
+    assert done.returncode == 3, done.stderr[-3000:]
+    assert "error (start_failed): the gateway could not start (" in done.stderr
+    assert "Traceback" not in done.stderr.split("error (start_failed)")[1]
