@@ -27,25 +27,11 @@ from router.contracts import Policy, RouteScores
 from router.errors import ArtifactError, ModelUnavailable, SupportRouterError
 from router.routing.policy import running_model
 from router.routing.policy_check import check_policy, probe_scores
-from router.routing.service import BoundModel, RouterService
+from router.routing.service import RouterService
 from router.storage.policy_db import PolicyDB
 from router.storage.policy_store import PolicySwitch, ensure_policy_fits, save_policy
 
 logger = logging.getLogger(__name__)
-
-
-def acceptance(bound: BoundModel) -> Callable[[Policy], None]:
-    """What a policy must pass to become active on the running model: it names that
-    model (409 `policy_model_mismatch`) and decides fixed messages on it (422
-    `invalid_policy`)."""
-    running = running_model(bound.model, bound.policy)
-    scores = probe_scores(bound.model)
-
-    def accept(candidate: Policy) -> None:
-        ensure_policy_fits(candidate, running)
-        check_policy(candidate, scores)
-
-    return accept
 
 
 class PolicyFollower:
@@ -97,7 +83,16 @@ class PolicyFollower:
             self._serve(switch.policy)
             return switch
 
-    def reload(self, accept: Callable[[Policy], None]) -> tuple[Policy, Policy]:
+    def accept(self, candidate: Policy) -> None:
+        """What a policy must pass to become active on the running model: it decides the
+        probe messages on it (422 `invalid_policy`) and names that model (409
+        `policy_model_mismatch`). Raises whatever the model raises while scoring the
+        probes (`ModelUnavailable`: 503), which happens once per worker."""
+        scores = self._probe()
+        ensure_policy_fits(candidate, self._running)
+        check_policy(candidate, scores)
+
+    def reload(self) -> tuple[Policy, Policy]:
         """Serve the database's active policy now (checked by `accept`): (new, previous).
 
         Raises
@@ -111,7 +106,7 @@ class PolicyFollower:
             policy = self.db.active()
             if policy is None:
                 raise _nothing_active(self.db.slot)
-            accept(policy)
+            self.accept(policy)
             return policy, self._serve(policy)
 
     def sync(self) -> None:
@@ -121,17 +116,15 @@ class PolicyFollower:
             if version in (None, self.router.primary.policy.version, self._skipped):
                 return
             assert version is not None
-            if self._scores is None:
-                try:
-                    self._scores = probe_scores(self.router.primary.model)
-                except ModelUnavailable as exc:  # a remote model away: the next poll retries
-                    logger.warning("policy: cannot check version %s on the model yet: %s",
-                                   version, exc.message)
-                    return
+            try:
+                self._probe()
+            except ModelUnavailable as exc:  # a remote model away: the next poll retries
+                logger.warning("policy: cannot check version %s on the model yet: %s",
+                               version, exc.message)
+                return
             try:
                 policy = self.db.load_version(version)
-                ensure_policy_fits(policy, self._running)
-                check_policy(policy, self._scores)
+                self.accept(policy)
             except SupportRouterError as exc:
                 self._skipped = version
                 logger.error("policy: the database's active version %s is not served by this "
@@ -141,6 +134,12 @@ class PolicyFollower:
             previous = self._serve(policy)
             logger.info("policy: now serving %s (was %s), the database's active version",
                         policy.version, previous.version)
+
+    def _probe(self) -> list[RouteScores]:
+        """The running model's answers to the probe messages, scored once per worker."""
+        if self._scores is None:
+            self._scores = probe_scores(self.router.primary.model)
+        return self._scores
 
     def _serve(self, policy: Policy) -> Policy:
         previous = self.router.swap_policy(policy)

@@ -103,8 +103,7 @@ class PolicyDB:
     def active_version(self) -> str | None:
         """The active version's name: the one-row read every worker polls."""
         with read_connection(self.engine) as conn:
-            return conn.execute(select(policy_active.c.version)
-                                .where(policy_active.c.slot == self.slot)).scalar_one_or_none()
+            return self._active(conn)
 
     def active(self) -> Policy | None:
         """The active policy (None: nothing adopted or published in this slot yet)."""
@@ -235,9 +234,9 @@ class PolicyDB:
                  "version": row.version, "previous": row.previous} for row in rows]
 
     def _refuse_rewrite(self, conn: Connection, policy: Policy, *,
-                        also: Policy | None = None) -> None:
+                        also: Policy | None = None) -> bool:
         """Raise `policy_version_exists` if `policy` would rewrite a stored version (or
-        `also`, about to be stored) with other content."""
+        `also`, about to be stored) with other content; whether its version is stored."""
         stored = [_body(also)] if also is not None and also.version == policy.version else []
         body = conn.execute(select(policy_versions.c.body)
                             .where(policy_versions.c.version == policy.version)
@@ -248,18 +247,15 @@ class PolicyDB:
             raise Conflict(f"policy version {policy.version} was already published with "
                            "different content; give the new policy a new version",
                            code="policy_version_exists")
+        return body is not None
 
     def _adopt(self, conn: Connection, policy: Policy, now: datetime | None) -> None:
-        self._refuse_rewrite(conn, policy)
         self._store(conn, policy, now)
         self._point(conn, policy.version, now)
         self._record(conn, "adopt", policy.version, None, now)
 
     def _store(self, conn: Connection, policy: Policy, now: datetime | None) -> None:
-        self._refuse_rewrite(conn, policy)
-        exists = conn.execute(select(policy_versions.c.version)
-                              .where(policy_versions.c.version == policy.version)).first()
-        if exists is None:
+        if not self._refuse_rewrite(conn, policy):
             conn.execute(insert(policy_versions).values(
                 version=policy.version, created_at=now or datetime.now(UTC),
                 body=json.dumps(_body(policy), ensure_ascii=False)))

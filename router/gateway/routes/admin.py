@@ -26,7 +26,6 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 from pydantic import BaseModel
 
-from router.app.policy_sync import acceptance
 from router.contracts import Policy
 from router.errors import InvalidPolicy
 from router.gateway.deps import ServicesDep, require_role
@@ -68,7 +67,7 @@ class PolicySwitchOut(BaseModel):
 
 def _switch(services: ServicesDep, change: str, policy: Policy | None = None) -> PolicySwitchOut:
     bound = services.router.primary
-    accept = acceptance(bound)
+    accept = services.policies.accept
     db = services.policies.db
     if change == "publish" and policy is not None:
         publish = policy
@@ -104,6 +103,6 @@ def reload_policy(services: ServicesDep) -> PolicySwitchOut:
     """Serve the database's active policy in this worker now (every worker does within
     the poll interval anyway), checked as a published one is; a refused one leaves the
     running policy in place."""
-    policy, previous = services.policies.reload(acceptance(services.router.primary))
+    policy, previous = services.policies.reload()
     return PolicySwitchOut(action="reload", version=policy.version,
                            previous_version=previous.version, threshold=policy.threshold)
