@@ -26,7 +26,8 @@ from router.errors import SupportRouterError
 Role = Literal["gateway", "agent", "supervisor", "admin"]
 ROLES: tuple[str, ...] = get_args(Role)
 """`gateway`: route, messages, cases. `agent`: the hand-off queue and replies.
-`supervisor`: refund approvals. `admin`: policy publish/rollback/reload."""
+`supervisor`: refund approvals. `admin`: policy publish/rollback/reload, experiments
+start/stop/list."""
 
 KEY_PREFIX = "sr_"
 """Makes a leaked key recognisable to secret scanners and to people reading a log."""

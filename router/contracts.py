@@ -122,6 +122,8 @@ class Decision(BaseModel):
     threshold: float
     policy_version: str
     variant: str | None = None
+    experiment: str | None = None
+    """The experiment `variant` belongs to (the one running when it was decided)."""
     reason: DecisionReason
     model: str
     created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))

@@ -19,11 +19,12 @@ from pathlib import Path
 from sqlalchemy import Engine
 
 from handlers.desk import SupportDesk, build_desk
+from router.app.experiment_sync import ExperimentFollower
 from router.app.policy_sync import PolicyFollower
 from router.app.services import Services
 from router.app.training import train_local
 from router.contracts import ExperimentConfig, Policy, PolicyModel, VariantConfig
-from router.errors import ArtifactError
+from router.errors import ArtifactError, InvalidInput, SupportRouterError
 from router.models.base import DecisionModel
 from router.models.breaker import CircuitBreaker, GuardedRouteModel
 from router.models.local.model import LocalRouteModel
@@ -31,6 +32,7 @@ from router.routing.service import BoundModel, LiveExperiment, RouterService
 from router.settings import Settings, resolve_path
 from router.storage.db import make_engine, migrate
 from router.storage.decision_log import DecisionLog
+from router.storage.experiment_db import ExperimentDB
 from router.storage.policy_db import PolicyDB, policy_slot
 from router.storage.policy_store import active_policy_path, load_policy, load_serving_policy
 from router.telemetry.metrics import track_breaker
@@ -222,30 +224,43 @@ def load_variant(settings: Settings, variant: VariantConfig) -> BoundModel:
 
 
 def load_experiment(settings: Settings, config: ExperimentConfig) -> LiveExperiment:
-    """Load every live and shadow variant of an experiment."""
+    """Load every live and shadow variant of an experiment.
+
+    Raises
+    ------
+    InvalidInput
+        `invalid_variant`, naming the first variant that does not load (a missing or
+        broken model or policy file, a policy for another model).
+    """
+    def _load(variant: VariantConfig) -> BoundModel:
+        try:
+            return load_variant(settings, variant)
+        except (SupportRouterError, OSError, ValueError) as exc:
+            why = exc.message if isinstance(exc, SupportRouterError) else type(exc).__name__
+            raise InvalidInput(f"variant {variant.name!r} does not load: {why}",
+                               code="invalid_variant") from None
+
     return LiveExperiment(
         config,
-        variants={v.name: load_variant(settings, v) for v in config.variants},
-        shadows={v.name: load_variant(settings, v) for v in config.shadows},
+        variants={v.name: _load(v) for v in config.variants},
+        shadows={v.name: _load(v) for v in config.shadows},
     )
 
 
 def build_router(settings: Settings, log: DecisionLog) -> RouterService:
+    """The router service with no experiment: which one runs is the database's to say
+    (router/app/experiment_sync.py)."""
     local = load_local(settings)
-    experiment = (load_experiment(settings, settings.experiment)
-                  if settings.experiment is not None else None)
     if settings.backend == "local":
         # The local model is also the fallback: an experiment's live variant may be remote,
         # and a failing remote variant must be answered locally, not with a 503.
-        return RouterService(local, log, fallback=local, experiment=experiment)
-    return RouterService(load_backend(settings, settings.backend), log, fallback=local,
-                         experiment=experiment)
+        return RouterService(local, log, fallback=local)
+    return RouterService(load_backend(settings, settings.backend), log, fallback=local)
 
 
 def build_router_offline(settings: Settings) -> RouterService:
     """A router for one-off CLI use: decisions go to an in-memory log, not the gateway's."""
-    offline = settings.model_copy(update={"experiment": None})
-    return build_router(offline, DecisionLog(make_engine("sqlite://")))
+    return build_router(settings, DecisionLog(make_engine("sqlite://")))
 
 
 def open_desk(settings: Settings, engine: Engine) -> SupportDesk:
@@ -268,8 +283,12 @@ def build_services(settings: Settings) -> Services:
     policies = PolicyFollower(PolicyDB(engine, policy_slot(settings)), router,
                               policy_file=active_policy_path(settings),
                               poll_s=settings.policy_poll_s)
+    experiments = ExperimentFollower(
+        ExperimentDB(engine), router, load=lambda config: load_experiment(settings, config),
+        seed=settings.experiment, poll_s=settings.policy_poll_s)
     services = Services(settings=settings, engine=engine, router=router, desk=desk,
-                        policies=policies)
+                        policies=policies, experiments=experiments)
     policies.start()  # the database's active policy from here on, in every worker
+    experiments.start()  # and its running experiment
     services.ready = True
     return services

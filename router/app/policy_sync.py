@@ -2,11 +2,10 @@
 
 At start (`PolicyFollower.start`): a database with no active policy adopts the one this
 worker loaded from its file; otherwise the database wins and its version is swapped in.
-Then a background thread reads the active pointer (one row) every `policy_poll_s` and
-swaps the policy in when the version changed, so a publish or rollback made through any
-worker or host, or the CLI, is served everywhere within the poll interval plus one read.
-Polling rather than PostgreSQL's LISTEN/NOTIFY: it works the same on SQLite, and one
-indexed single-row read a second per worker costs nothing next to the requests.
+Then a background thread (router/app/polling.py) reads the active pointer (one row)
+every `policy_poll_s` and swaps the policy in when the version changed, so a publish or
+rollback made through any worker or host, or the CLI, is served everywhere within the
+poll interval plus one read.
 
 A version is swapped in only once it passes what a publish checks on this model: it
 names the running model (`ensure_policy_fits`) and decides the probe messages
@@ -23,6 +22,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from router.app.polling import Poller
 from router.contracts import Policy, RouteScores
 from router.errors import ArtifactError, ModelUnavailable, SupportRouterError
 from router.routing.policy import running_model
@@ -42,8 +42,8 @@ class PolicyFollower:
         self.policy_file = policy_file
         self.poll_s = poll_s
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._poller = Poller(self.sync, interval_s=poll_s, name="policy-follower",
+                              reading="the active policy version")
         self._running = running_model(router.primary.model, router.primary.policy)
         self._scores: list[RouteScores] | None = None
         self._skipped: str | None = None
@@ -67,14 +67,10 @@ class PolicyFollower:
             logger.info("policy: serving %s from the database (the file %s had %s; it is "
                         "rewritten to follow the database)", now, self.policy_file,
                         served.version)
-        self._thread = threading.Thread(target=self._poll, name="policy-follower",
-                                        daemon=True)
-        self._thread.start()
+        self._poller.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=max(5.0, 2 * self.poll_s))
+        self._poller.stop()
 
     def change(self, make: Callable[[], PolicySwitch]) -> PolicySwitch:
         """Run a publish or rollback and serve its result here at once."""
@@ -150,22 +146,6 @@ class PolicyFollower:
             logger.warning("policy: could not rewrite %s to follow the database: %s",
                            self.policy_file, exc)
         return previous
-
-    def _poll(self) -> None:
-        failing = False
-        while not self._stop.wait(self.poll_s):
-            try:
-                self.sync()
-            except Exception:  # the database away for a while: the next poll retries
-                if not failing:  # once an outage, not once a poll
-                    logger.warning("policy: cannot read the active version from the "
-                                   "database; retrying every %.3g s", self.poll_s,
-                                   exc_info=True)
-                failing = True
-                continue
-            if failing:
-                logger.info("policy: reading the active version from the database again")
-            failing = False
 
 
 def _nothing_active(slot: str) -> SupportRouterError:

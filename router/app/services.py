@@ -8,6 +8,7 @@ from sqlalchemy import Engine
 
 from handlers.desk import SupportDesk
 from router.app.conversation import Conversation
+from router.app.experiment_sync import ExperimentFollower
 from router.app.policy_sync import PolicyFollower
 from router.routing.service import RouterService
 from router.settings import Settings
@@ -22,6 +23,8 @@ class Services:
     """The handlers' entry point, built on the same engine."""
     policies: PolicyFollower
     """The primary policy as the database names it: publish, rollback, reload, polling."""
+    experiments: ExperimentFollower
+    """The experiment the database marks running: start, stop, polling."""
     ready: bool = False
     conversation: Conversation = field(init=False)
     """The message use case over `router` and `desk`."""
@@ -30,9 +33,10 @@ class Services:
         self.conversation = Conversation(self.router, self.desk)
 
     def close(self) -> None:
-        """Stop polling the policy, commit queued log rows, stop the shadow thread,
-        release connections."""
+        """Stop polling the policy and the experiment, commit queued log rows, stop the
+        shadow thread, release connections."""
         self.policies.stop()
+        self.experiments.stop()
         self.router.close()
         self.desk.close()
         self.engine.dispose()

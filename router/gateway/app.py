@@ -17,7 +17,17 @@ from router.gateway.middleware.access import install_access
 from router.gateway.middleware.body_limits import RequestLimits
 from router.gateway.middleware.forwarded import ForwardedHeaders
 from router.gateway.middleware.observability import ObservabilityMiddleware
-from router.gateway.routes import admin, approvals, cases, docs, handoffs, health, messages, route
+from router.gateway.routes import (
+    admin,
+    approvals,
+    cases,
+    docs,
+    experiments,
+    handoffs,
+    health,
+    messages,
+    route,
+)
 from router.gateway.routes import metrics as metrics_route
 from router.gateway.server import report_start_failure
 from router.gateway.startup import StartupGate, StartupState, start_in_background
@@ -34,6 +44,7 @@ ROUTER_ERRORS: list[tuple[APIRouter, dict[int | str, dict[str, Any]]]] = [
     (cases.router, error_responses(404)),
     (handoffs.router, error_responses(404, 409)),
     (admin.router, error_responses(409)),
+    (experiments.router, error_responses(404, 409)),
 ]
 ROUTERS = [
     health.router,
@@ -44,6 +55,7 @@ ROUTERS = [
     cases.router,
     handoffs.router,
     admin.router,
+    experiments.router,
 ]
 
 

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
 from sqlalchemy.exc import (
     DataError,
     DBAPIError,
@@ -41,7 +42,8 @@ _DESCRIPTIONS = {
          "(`json_too_deep`)",
     401: "missing or unknown API key (`unauthorized`)",
     403: "the key lacks the role this endpoint needs (`forbidden`), or a policy forbids it",
-    404: "no such case or operation (`not_found`, `unknown_case`, `unknown_operation`)",
+    404: "no such case, operation or experiment (`not_found`, `unknown_case`, "
+         "`unknown_operation`, `unknown_experiment`)",
     408: "the body did not arrive within `body_timeout_s` (`body_timeout`); the connection "
          "is closed",
     409: "conflicts with the current state (`conflict` and more specific codes)",
@@ -49,8 +51,9 @@ _DESCRIPTIONS = {
     414: "the request target is longer than `max_request_line_bytes` (`uri_too_long`)",
     415: "the body is not sent as `application/json` (`unsupported_media_type`)",
     422: "the JSON does not fit the request model (`invalid_request`, `empty_text`, "
-         "`text_too_long`, `control_characters`, …), or a policy would not route "
-         "(`invalid_policy`)",
+         "`text_too_long`, `control_characters`, …), a policy would not route "
+         "(`invalid_policy`), or an experiment does not validate or load "
+         "(`invalid_experiment`, `invalid_variant`)",
     429: "rate limit exceeded (`rate_limited`), see `Retry-After`",
     431: "more header fields than `max_header_count` (`too_many_headers`)",
     503: "the gateway is starting (`starting`), or a dependency is unavailable "
@@ -106,6 +109,29 @@ def describe_validation(exc: RequestValidationError) -> tuple[str, str]:
         return first["type"], first["msg"]
     where = f"field '{location}'" if location else "the request body"
     return "invalid_request", f"{where}: {first.get('msg', 'invalid value')}"
+
+
+def refusing_route(refuse: Callable[[str], SupportRouterError]) -> type[APIRoute]:
+    """A route class whose body that does not fit its model is refused with `refuse(message
+    naming the field)` (say 422 `invalid_policy`) instead of `invalid_request`, so that a
+    client can tell a refused artifact from a malformed request; bad JSON stays 400."""
+
+    class RefusingRoute(APIRoute):
+        def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+            handler = super().get_route_handler()
+
+            async def handle(request: Request) -> Response:
+                try:
+                    return await handler(request)
+                except RequestValidationError as exc:
+                    code, message = describe_validation(exc)
+                    if code == "invalid_json":
+                        raise
+                    raise refuse(message) from None
+
+            return handle
+
+    return RefusingRoute
 
 
 def is_store_outage(exc: SQLAlchemyError) -> bool:

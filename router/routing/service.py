@@ -48,6 +48,12 @@ def new_request_id() -> str:
     return uuid.uuid4().hex
 
 
+def _assigned(experiment: LiveExperiment, request: RouteRequest, request_id: str) -> str:
+    unit = assignment_unit(customer=request.customer, case_id=request.case_id,
+                           request_id=request_id)
+    return assign(experiment.config, unit).name
+
+
 def score_request(model: DecisionModel, request: RouteRequest) -> RouteScores:
     """The message's scores; for an answer to our clarifying question, the surer of the
     answer alone and the answer read after the messages it answers.
@@ -103,21 +109,35 @@ class RouterService:
             self._primary = BoundModel(self._primary.model, policy)
         return previous
 
+    def swap_experiment(self, experiment: LiveExperiment | None) -> LiveExperiment | None:
+        """Run `experiment` (None: none) from the next request on; the previous one.
+
+        Each request reads the experiment once, so one that started under the previous
+        experiment is decided and logged under it."""
+        with self._lock:
+            previous, self._experiment = self._experiment, experiment
+            if experiment is not None and experiment.shadows and self.shadow_worker is None:
+                self.shadow_worker = ShadowWorker(maxsize=experiment.config.shadow_queue_size)
+            live = [self._primary, *([self._fallback] if self._fallback else []),
+                    *(experiment.variants.values() if experiment else ())]
+            self.decides_inline = all(b.policy.model.backend == "local" for b in live)
+        return previous
+
     def variant_for(self, request: RouteRequest, request_id: str) -> str | None:
         """The live variant assigned to this request's customer (or case), if any."""
-        if self._experiment is None:
-            return None
-        unit = assignment_unit(customer=request.customer, case_id=request.case_id,
-                               request_id=request_id)
-        return assign(self._experiment.config, unit).name
+        experiment = self._experiment
+        return None if experiment is None else _assigned(experiment, request, request_id)
 
     def decide(self, request: RouteRequest, *, request_id: str | None = None) -> Decision:
-        """Decide without logging (used by offline tools)."""
+        """Decide without logging (used by offline tools); under the experiment running
+        as it starts, whose name the decision carries."""
         request_id = request_id or new_request_id()
-        variant = self.variant_for(request, request_id)
-        bound = (self._primary if variant is None or self._experiment is None
-                 else self._experiment.variants[variant])
-        return self._decide_with(bound, request, request_id, variant)
+        experiment = self._experiment
+        if experiment is None:
+            return self._decide_with(self._primary, request, request_id, None)
+        variant = _assigned(experiment, request, request_id)
+        decision = self._decide_with(experiment.variants[variant], request, request_id, variant)
+        return decision.model_copy(update={"experiment": experiment.config.name})
 
     def _decide_with(self, bound: BoundModel, request: RouteRequest, request_id: str,
                      variant: str | None, *, use_fallback: bool = True) -> Decision:
@@ -156,9 +176,8 @@ class RouterService:
                outcome: str | None = None) -> None:
         """Log a decision made by `decide` (with the handler's outcome, when known), then
         count it and hand it to the shadow variants; committed before this returns."""
-        experiment = self._experiment.config.name if self._experiment else None
         self._log.append(decision, text=request.text, case_id=request.case_id,
-                         experiment=experiment, outcome=outcome)
+                         experiment=decision.experiment, outcome=outcome)
         self._after_logged(request, decision)
 
     async def route_async(self, request: RouteRequest, *,
@@ -173,9 +192,8 @@ class RouterService:
         else:
             decision = await to_thread.run_sync(
                 partial(self.decide, request, request_id=request_id))
-        experiment = self._experiment.config.name if self._experiment else None
         await self._log.append_async(decision, text=request.text, case_id=request.case_id,
-                                     experiment=experiment)
+                                     experiment=decision.experiment)
         self._after_logged(request, decision)
         return decision
 

@@ -18,39 +18,19 @@ broken policy is the case they are for.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
-from typing import Any
-
-from fastapi import APIRouter, Depends, Request, Response
-from fastapi.exceptions import RequestValidationError
-from fastapi.routing import APIRoute
+from fastapi import APIRouter, Depends
 from pydantic import BaseModel
 
 from router.contracts import Policy
 from router.errors import InvalidPolicy
 from router.gateway.deps import ServicesDep, require_role
-from router.gateway.errors import describe_validation
+from router.gateway.errors import refusing_route
 from router.gateway.middleware.access import ACCESS_RESPONSES
 from router.storage.policy_store import PolicySwitch
 
-
-class PolicyRoute(APIRoute):
-    """A body that does not fit `Policy` is an invalid policy (422 `invalid_policy`), not
-    just an invalid request: publishing clients can tell a refused policy apart."""
-
-    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        handler = super().get_route_handler()
-
-        async def handle(request: Request) -> Response:
-            try:
-                return await handler(request)
-            except RequestValidationError as exc:
-                code, message = describe_validation(exc)
-                if code == "invalid_json":
-                    raise
-                raise InvalidPolicy(f"not a valid policy: {message}") from None
-
-        return handle
+PolicyRoute = refusing_route(lambda message: InvalidPolicy(f"not a valid policy: {message}"))
+"""A body that does not fit `Policy` is an invalid policy (422 `invalid_policy`), not
+just an invalid request: publishing clients can tell a refused policy apart."""
 
 
 router = APIRouter(prefix="/v1/admin", tags=["admin"],
