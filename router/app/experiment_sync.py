@@ -95,7 +95,7 @@ class ExperimentFollower:
         """Run the database's running experiment if it is not the one run here."""
         with self._lock:
             run_id = self.db.running_id()
-            if run_id in (self._served, self._skipped):
+            if run_id == self._served or (run_id is not None and run_id == self._skipped):
                 return
             if run_id is None:
                 previous = self._serve(None, None)

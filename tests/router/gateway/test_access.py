@@ -41,6 +41,9 @@ ENDPOINTS: list[tuple[str, str, str, dict | None]] = [
      {"decision": "approve", "supervisor": "sam"}),
     ("admin", "post", "/v1/admin/policy/reload", None),
     ("admin", "post", "/v1/admin/policy/rollback", None),
+    ("admin", "get", "/v1/admin/experiments", None),
+    ("admin", "post", "/v1/admin/experiments", {"name": "e", "variants": []}),
+    ("admin", "post", "/v1/admin/experiments/none/stop", None),
 ]
 
 KEYS = {role: new_key() for role in ROLES}

@@ -151,7 +151,7 @@ def test_shadows_never_change_responses(settings: Settings, trained: TrainResult
                 rows = DecisionLog(client.app.state.services.engine).rows()
     for a, b in zip(bodies["off"], bodies["on"], strict=True):
         assert b["variant"] == "live"
-        for key in ("request_id", "created_at", "variant"):
+        for key in ("request_id", "created_at", "variant", "experiment"):
             a.pop(key), b.pop(key)
         assert a == b
     assert all(r["experiment"] == "shadow-only" and r["variant"] == "live" for r in rows)
