@@ -182,7 +182,7 @@ def ab_report(rows: list[dict[str, Any]], *, experiment: str,
         Decision-log rows of this experiment (oldest first).
     experiment : str
     expected_shares : dict, optional
-        Live variant → configured share; None when the running configuration is not this
+        Live variant → configured share; None when the database has no config for this
         experiment's (then equal shares over the variants seen are assumed, and said so).
     planned_requests : int, optional
         The pre-registered sample size.
@@ -206,7 +206,7 @@ def ab_report(rows: list[dict[str, Any]], *, experiment: str,
     if expected_shares is None:
         seen = sorted(variant_rows)
         expected_shares = {v: 1 / len(seen) for v in seen} if seen else {}
-        notes.append("the running configuration is not this experiment: equal shares assumed")
+        notes.append("no config for this experiment in the database: equal shares assumed")
     counts = {v: len(variant_rows.get(v, [])) for v in expected_shares}
     n = len(rows)
     shadow_names = sorted({name for r in rows for name in _shadow(r)})

@@ -101,7 +101,9 @@ def compare(
 
 
 def ab_report(
-    experiment: Annotated[str, typer.Option(help="Experiment name, as in the settings.")],
+    experiment: Annotated[str | None, typer.Option(
+        help="Experiment name (default: the running one, else the last one started).")
+    ] = None,
     since: SinceOption = None,
     labels: Annotated[Path | None, typer.Option(
         help="Labelled JSONL whose ids are request ids (from `export-decisions`).")] = None,
@@ -110,17 +112,19 @@ def ab_report(
     as_json: Annotated[bool, typer.Option("--json", help="Print every figure as JSON.")] = False,
     n_boot: NBootOption = 1000,
 ) -> None:
-    """Report an online experiment from the decision log: split, routes, shadows, outcomes."""
+    """Report an online experiment from the decision log: split, routes, shadows, outcomes.
+
+    Its config (the expected split, the planned sample size) comes from the experiments
+    in the database (`support-router experiment show`)."""
     from calibration.ab_report import ab_report as build
     from calibration.ab_report import format_ab_report
     from calibration.data import load_labelled
     from router.settings import get_settings
     from router.storage.db import make_engine
     from router.storage.decision_log import DecisionLog
+    from router.storage.experiment_db import ExperimentDB
 
     settings = get_settings()
-    config = settings.experiment if (settings.experiment and
-                                     settings.experiment.name == experiment) else None
     with _warnings_printed():
         label_map = ({r.id: r.label for r in load_labelled(labels)}
                      if labels is not None else None)
@@ -128,13 +132,19 @@ def ab_report(
         try:
             log = DecisionLog(engine)
             log.create_schema()
-            rows = log.rows(since=_since(since), experiment=experiment)
+            run = ExperimentDB(engine).latest(experiment)
+            if experiment is None and run is None:
+                raise CalibrationError("no experiment was ever started in the database; "
+                                       "pass --experiment", code="no_experiment")
+            name = experiment or (run.name if run else "")
+            rows = log.rows(since=_since(since), experiment=name)
         finally:
             engine.dispose()
         if not rows:
-            raise CalibrationError(f"no decisions logged for experiment {experiment!r}",
+            raise CalibrationError(f"no decisions logged for experiment {name!r}",
                                    code="no_experiment_rows")
-        report = build(rows, experiment=experiment,
+        config = run.config if run is not None else None
+        report = build(rows, experiment=name,
                        expected_shares=config.expected_shares() if config else None,
                        planned_requests=config.planned_requests if config else None,
                        labels=label_map, cost_misroute=cost_misroute,

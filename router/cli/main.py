@@ -21,6 +21,7 @@ from router.cli.choices import Backend, TrainBackend
 from router.cli.compare import register as register_compare_commands
 from router.cli.data import register as register_data_commands
 from router.cli.desk import approvals_app, tasks_app
+from router.cli.experiments import experiment_app
 from router.cli.fallback import fallback_app
 from router.cli.keys import keys_app
 from router.errors import SupportRouterError
@@ -244,6 +245,7 @@ app.add_typer(approvals_app, name="approvals")
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(fallback_app)
 app.add_typer(keys_app, name="keys")
+app.add_typer(experiment_app, name="experiment")
 
 
 def main() -> None:

@@ -97,13 +97,13 @@ def test_experiment_with_a_shadow_end_to_end(settings: Settings, trained: TrainR
                                      "label": row.label}) + "\n")
 
     for name, value in (("MODEL_DIR", settings.model_dir), ("POLICY_PATH", settings.policy_path),
-                        ("VAR_DIR", settings.var_dir),
-                        ("EXPERIMENT", config.model_dump_json())):
+                        ("VAR_DIR", settings.var_dir)):
         monkeypatch.setenv(f"SUPPORT_ROUTER_{name}", str(value))
     get_settings.cache_clear()
     try:
-        result = CliRunner().invoke(app, ["ab-report", "--experiment", "ab-e2e", "--labels",
-                                          str(labels), "--json", "--n-boot", "200"])
+        # no --experiment, no SUPPORT_ROUTER_EXPERIMENT: the database's last experiment
+        result = CliRunner().invoke(app, ["ab-report", "--labels", str(labels), "--json",
+                                          "--n-boot", "200"])
     finally:
         get_settings.cache_clear()
     assert result.exit_code == 0, result.output
