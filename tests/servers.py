@@ -4,23 +4,30 @@
 file, waits until it answers 200 on its ready path (failing the test with the log's tail
 if it exits or never does), and stops it with SIGTERM as a process manager would.
 `gateway_env` is the environment for one, `child_pids` finds its worker processes.
+`shared_database` and `gateways_on` are two hosts over one database: one PostgreSQL
+schema or one SQLite file, each gateway with its own copy of the model folder.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 
 import httpx
 import pytest
+from sqlalchemy import Engine
 
+from router.app.training import TrainResult
+from tests.conftest import postgres_schema, sqlite_url
 from tests.paths import REPO_ROOT
 
 SERVE = (sys.executable, "-c", "from router.cli.main import app; app()", "serve")
@@ -127,3 +134,46 @@ class GatewayProcess:
 
     def _tail(self) -> str:
         return self.output()[-TAIL_CHARS:]
+
+
+DATABASES = ["postgresql", "sqlite"]
+"""`shared_database`'s kinds, for `@pytest.fixture(params=DATABASES)`."""
+
+
+@contextmanager
+def shared_database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """The URL of one fresh database of `request.param`'s kind (see `DATABASES`)."""
+    if request.param == "sqlite":
+        yield sqlite_url(tmp_path)
+        return
+    postgres_admin: Engine = request.getfixturevalue("postgres_admin")
+    with postgres_schema(postgres_admin) as url:
+        yield url
+
+
+@contextmanager
+def gateways_on(database_url: str, trained: TrainResult, tmp_path: Path, *,
+                names: Sequence[str] = ("a", "b"), start_timeout_s: float = 180.0,
+                **settings: str) -> Iterator[list[GatewayProcess]]:
+    """One ready gateway per name on `database_url`, each with its own model folder and
+    policy file (`tmp_path/models-<name>`, as a host's own disk) and `settings`; the log
+    of each is `tmp_path/serve-<name>.log`. Stopped on exit."""
+    gateways: list[GatewayProcess] = []
+    try:
+        for name in names:
+            models = tmp_path / f"models-{name}"
+            models.mkdir()
+            (models / trained.model_path.name).symlink_to(trained.model_path)
+            shutil.copy(trained.policy_path, models / "policy.json")
+            env = gateway_env(models, models / "policy.json", tmp_path / f"var-{name}",
+                              database_url=database_url, **settings)
+            gateways.append(GatewayProcess())
+            gateways[-1].start(env, [], tmp_path / f"serve-{name}.log")
+        deadline = time.monotonic() + start_timeout_s
+        for gateway in gateways:
+            gateway.wait_ready(deadline - time.monotonic())
+        yield gateways
+    finally:
+        for gateway in gateways:
+            if gateway.process is not None:
+                gateway.stop()

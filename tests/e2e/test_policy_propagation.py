@@ -9,7 +9,6 @@ a process that already switched. Run over one PostgreSQL schema and over one SQL
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,11 +16,9 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import Engine
 
 from router.app.training import TrainResult
-from tests.conftest import postgres_schema, sqlite_url
-from tests.servers import GatewayProcess, gateway_env
+from tests.servers import DATABASES, GatewayProcess, gateways_on, shared_database
 
 START_TIMEOUT_S = 180.0
 POLL_S = 0.5
@@ -31,38 +28,18 @@ MESSAGE = {"text": "my kettle arrived broken, please refund order O-1001"}
 AFTER_BOUND_REQUESTS = 40
 
 
-@pytest.fixture(params=["postgresql", "sqlite"])
+@pytest.fixture(params=DATABASES)
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield sqlite_url(tmp_path)
-        return
-    postgres_admin: Engine = request.getfixturevalue("postgres_admin")
-    with postgres_schema(postgres_admin) as url:
+    with shared_database(request, tmp_path) as url:
         yield url
 
 
 @pytest.fixture
 def two_gateways(database_url: str, trained: TrainResult,
                  tmp_path: Path) -> Iterator[list[GatewayProcess]]:
-    gateways = []
-    try:
-        for name in ("a", "b"):
-            models = tmp_path / f"models-{name}"  # a host's own disk
-            models.mkdir()
-            (models / trained.model_path.name).symlink_to(trained.model_path)
-            shutil.copy(trained.policy_path, models / "policy.json")
-            env = gateway_env(models, models / "policy.json", tmp_path / f"var-{name}",
-                              database_url=database_url, policy_poll_s=str(POLL_S),
-                              rate_limit_per_s="0")
-            gateways.append(GatewayProcess())
-            gateways[-1].start(env, [], tmp_path / f"serve-{name}.log")
-        deadline = time.monotonic() + START_TIMEOUT_S
-        for gateway in gateways:
-            gateway.wait_ready(deadline - time.monotonic())
+    with gateways_on(database_url, trained, tmp_path, start_timeout_s=START_TIMEOUT_S,
+                     policy_poll_s=str(POLL_S), rate_limit_per_s="0") as gateways:
         yield gateways
-    finally:
-        for gateway in gateways:
-            gateway.stop()
 
 
 def _version(gateway: GatewayProcess) -> str:
