@@ -143,7 +143,8 @@ class Settings(BaseSettings):
 
     # An online experiment (JSON in SUPPORT_ROUTER_EXPERIMENT; see router/routing/experiments.py):
     # {"name", "salt", "variants": [{name, backend, model, policy, weight}], "shadows": [...],
-    #  "planned_requests"}. None: every request goes to the configured backend.
+    #  "planned_requests"}. A seed only: adopted by a database where no experiment was ever
+    # started (router/app/experiment_sync.py); the database's experiments win otherwise.
     experiment: ExperimentConfig | None = None
 
     # Logs (router/telemetry/logs.py): one JSON object per line on stderr. E-mail addresses and
