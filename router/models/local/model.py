@@ -153,8 +153,10 @@ class LocalRouteModel:
             stat = path.stat()
         except FileNotFoundError:
             stat = None
+        # Resolved: one artifact reached by two paths (a symlink, an experiment variant
+        # naming the served model) is parsed once.
         key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size) if stat else None
-        return _load_cached(path, key) if key else cls(*load_artifact(path), path)
+        return _load_cached(path.resolve(), key) if key else cls(*load_artifact(path), path)
 
     @property
     def name(self) -> str:
