@@ -31,7 +31,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import (
     Column,
@@ -103,6 +103,9 @@ class _ThreadPending:
     row: Mapping[str, Any]
     future: concurrent.futures.Future[None]
 
+
+ShadowWrite = Literal["written", "already", "missing"]
+"""What `set_shadow_once` did: wrote it, found a result there already, found no row."""
 
 _Settlement = tuple[asyncio.Future[None], BaseException | None]
 """A waiting request's future and the error its row's commit raised, if any."""
@@ -350,6 +353,31 @@ class DecisionLog:
                 .where(decisions.c.request_id == request_id)
                 .values(shadow=json.dumps(shadow))
             )
+
+    def set_shadow_once(self, request_id: str, shadow: dict[str, Any]) -> ShadowWrite:
+        """Record the shadow decisions unless the row already has some: the shadow
+        workers' write, idempotent under redelivery (the first result stays).
+
+        `missing` when no row has this id (not committed yet, or never): nothing written.
+        """
+        with self._engine.begin() as conn:
+            written = conn.execute(
+                update(decisions)
+                .where(decisions.c.request_id == request_id, decisions.c.shadow.is_(None))
+                .values(shadow=json.dumps(shadow))
+            ).rowcount
+            if written:
+                return "written"
+            exists = conn.execute(select(decisions.c.request_id)
+                                  .where(decisions.c.request_id == request_id)).first()
+        return "already" if exists is not None else "missing"
+
+    def has_shadow(self, request_id: str) -> bool | None:
+        """Whether the row has shadow decisions; None when there is no such row."""
+        with read_connection(self._engine) as conn:
+            row = conn.execute(select(decisions.c.shadow)
+                               .where(decisions.c.request_id == request_id)).first()
+        return None if row is None else row.shadow is not None
 
     def rows(self, *, since: datetime | None = None,
              experiment: str | None = None) -> list[dict[str, Any]]:
