@@ -58,10 +58,10 @@ def shadow_worker(
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: consumer.stop())
     logger = logging.getLogger("router.app.shadow_worker")
-    logger.warning("shadow worker %s reading %s", consumer.consumer, consumer.reader.key)
+    logger.info("shadow worker %s reading %s", consumer.consumer, consumer.reader.key)
     consumer.run()
-    logger.warning("shadow worker %s stopped: %s", consumer.consumer,
-                   dict(consumer.counts) or "nothing handled")
+    logger.info("shadow worker %s stopped: %s", consumer.consumer,
+                dict(consumer.counts) or "nothing handled")
 
 
 def register(app: typer.Typer) -> None:

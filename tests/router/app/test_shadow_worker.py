@@ -261,3 +261,34 @@ def test_a_redis_that_does_not_answer_drops_shadow_work_only(
     assert len(warnings) == 1 and "did not take a job" in warnings[0].getMessage()
     assert "s3cret" not in caplog.text
     service.close()
+
+
+def test_status_shows_what_waits_and_who_holds_it(
+        cli_env: Settings, experiment: ExperimentConfig, redis_url: str,
+        redis_prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from router.cli.main import app
+    from router.settings import get_settings
+
+    writer = ShadowStreamWriter(redis_url, prefix=redis_prefix, maxlen=1000, timeout_s=1)
+    for n in range(5):
+        writer.add(_job_fields(experiment, f"r{n}"))
+    reader = ShadowStreamReader(redis_url, prefix=redis_prefix)
+    reader.ensure_group()
+    reader.read("host-a:1", count=2, block_ms=100)  # two read, not acknowledged
+    monkeypatch.setenv("SUPPORT_ROUTER_REDIS_URL", redis_url)
+    monkeypatch.setenv("SUPPORT_ROUTER_REDIS_PREFIX", redis_prefix)
+    get_settings.cache_clear()
+    result = CliRunner().invoke(app, ["shadow-worker", "--status", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output) == {"length": 5, "unread": 3, "pending": 2,
+                                         "consumers": {"host-a:1": 2}}
+    text = CliRunner().invoke(app, ["shadow-worker", "--status"]).output
+    assert "unread 3" in text and "host-a:1: 2 pending" in text
+    monkeypatch.delenv("SUPPORT_ROUTER_REDIS_URL")
+    get_settings.cache_clear()
+    refused = CliRunner().invoke(app, ["shadow-worker"])
+    assert refused.exit_code == 1 and "not_configured" in refused.output
+    writer.close()
+    reader.close()
