@@ -218,7 +218,7 @@ class RouterService:
         count_decision(decision)
         if self.shadow_queue is not None and self._experiment is not None:
             if sampled(decision.request_id, self.shadow_sample_rate):
-                await self.shadow_queue.submit_async(
+                self.shadow_queue.submit_nowait(
                     request, decision.request_id, self._experiment.config.name,
                     self._experiment.config.shadows)
         else:
@@ -246,6 +246,11 @@ class RouterService:
         assert self._experiment is not None
         self._log.set_shadow(request_id, score_shadows(self._experiment.shadows, request,
                                                        request_id, rules=self._rules))
+
+    async def drain_shadows(self) -> None:
+        """Wait until the shadow jobs this loop handed to Redis are appended (shutdown)."""
+        if self.shadow_queue is not None:
+            await self.shadow_queue.drain()
 
     def close(self) -> None:
         """Finish queued shadow work and stop its thread; commit queued log rows."""

@@ -9,15 +9,21 @@ Sampling is a pure function of the request id (`sampled`): a retried delivery, a
 worker and a report computed later all agree on which requests were in the sample.
 
 `ShadowEnqueuer` appends a job after the live decision is committed. It never fails the
-request and never holds it up for long: Redis gets a short timeout, an error drops that
-job, and Redis is not asked again for `retry_s`, so an outage costs one timeout a second
-rather than one per request. Every dropped job counts in
-`support_router_shadow_enqueue_errors_total`; a warning is logged at most once per
+request and never holds it up for long. On the event loop (`/v1/route`) the request does
+not wait for Redis at all: the jobs of one loop turn go out together, one pipelined
+round trip, while the responses are sent; the app's shutdown waits for what is in flight
+(`drain`), so only a killed process loses its last few milliseconds of jobs. From a
+thread (`/v1/messages`) the append is made before the call returns, with a short timeout.
+
+An error drops the job(s) at hand, and Redis is not asked again for `retry_s`, so an
+outage costs one timeout a second rather than one per request. Every dropped job counts
+in `support_router_shadow_enqueue_errors_total`; a warning is logged at most once per
 `retry_s`, naming the exception's type only (its text can carry the URL and a password).
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
@@ -82,6 +88,11 @@ class ShadowJob(BaseModel):
             raise ValueError(f"malformed shadow job ({type(exc).__name__})") from None
 
 
+MAX_IN_FLIGHT = 64
+"""Pipelines a loop may have waiting on Redis at once; beyond that (Redis is slower than
+the requests come) new jobs are dropped and counted instead of piling up in memory."""
+
+
 class ShadowEnqueuer:
     """Appends shadow jobs to the stream; a Redis error drops the job, never the request."""
 
@@ -89,6 +100,8 @@ class ShadowEnqueuer:
         self.writer = writer
         self._retry_s = retry_s
         self._skip_until = float("-inf")
+        self._ticks: dict[asyncio.AbstractEventLoop, list[dict[str, str]]] = {}
+        self._in_flight: set[asyncio.Task[None]] = set()
 
     def _skipping(self) -> bool:
         if time.monotonic() < self._skip_until:
@@ -106,28 +119,51 @@ class ShadowEnqueuer:
         try:
             self.writer.add(fields)
         except (RedisError, OSError) as exc:
-            self._failed(exc)
+            self._failed(exc, 1)
             return False
         SHADOW_ENQUEUED.inc()
         return True
 
-    async def submit_async(self, request: RouteRequest, request_id: str, experiment: str,
-                           shadows: Sequence[VariantConfig]) -> bool:
-        """`submit` from the event loop."""
+    def submit_nowait(self, request: RouteRequest, request_id: str, experiment: str,
+                      shadows: Sequence[VariantConfig]) -> None:
+        """From the event loop: queue the job for this loop turn's pipeline; never waits."""
         if self._skipping():
-            return False
-        fields = ShadowJob(request_id=request_id, experiment=experiment, request=request,
-                           shadows=list(shadows)).to_fields()
-        try:
-            await self.writer.add_async(fields)
-        except (RedisError, OSError) as exc:
-            self._failed(exc)
-            return False
-        SHADOW_ENQUEUED.inc()
-        return True
+            return
+        loop = asyncio.get_running_loop()
+        tick = self._ticks.get(loop)
+        if tick is None:
+            if len(self._in_flight) >= MAX_IN_FLIGHT:
+                SHADOW_ENQUEUE_ERRORS.inc()
+                return
+            tick = self._ticks[loop] = []
+            loop.call_soon(self._flush, loop)
+        tick.append(ShadowJob(request_id=request_id, experiment=experiment, request=request,
+                              shadows=list(shadows)).to_fields())
 
-    def _failed(self, exc: BaseException) -> None:
-        SHADOW_ENQUEUE_ERRORS.inc()
+    def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
+        batch = self._ticks.pop(loop, None)
+        if batch:
+            task = loop.create_task(self._send(batch))
+            self._in_flight.add(task)
+            task.add_done_callback(self._in_flight.discard)
+
+    async def _send(self, batch: list[dict[str, str]]) -> None:
+        try:
+            await self.writer.add_many_async(batch)
+        except (RedisError, OSError) as exc:
+            self._failed(exc, len(batch))
+            return
+        SHADOW_ENQUEUED.inc(len(batch))
+
+    async def drain(self) -> None:
+        """Wait for the jobs already handed to Redis from this loop (the app's shutdown)."""
+        await asyncio.sleep(0)  # this turn's jobs are handed over at the start of the next
+        while self._in_flight:
+            await asyncio.gather(*self._in_flight, return_exceptions=True)
+        await self.writer.aclose_async()
+
+    def _failed(self, exc: BaseException, jobs: int) -> None:
+        SHADOW_ENQUEUE_ERRORS.inc(jobs)
         now = time.monotonic()
         # Requests already waiting on Redis when it failed fail too: one warning for all.
         first = now >= self._skip_until

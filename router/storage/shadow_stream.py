@@ -11,7 +11,7 @@ answer: the caller decides whether that drops work (the gateway) or waits (a wor
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,9 +64,12 @@ class ShadowStreamWriter:
     def add(self, fields: Mapping[str, str]) -> None:
         self._sync.xadd(self.key, dict[Any, Any](fields), maxlen=self._maxlen, approximate=True)
 
-    async def add_async(self, fields: Mapping[str, str]) -> None:
-        await self._async_client().xadd(self.key, dict[Any, Any](fields), maxlen=self._maxlen,
-                                        approximate=True)
+    async def add_many_async(self, entries: Sequence[Mapping[str, str]]) -> None:
+        """Append every entry in one round trip (a pipeline, not a transaction)."""
+        pipe = self._async_client().pipeline(transaction=False)
+        for fields in entries:
+            pipe.xadd(self.key, dict[Any, Any](fields), maxlen=self._maxlen, approximate=True)
+        await pipe.execute()
 
     def _async_client(self) -> redis.asyncio.Redis:
         import asyncio
@@ -78,6 +81,13 @@ class ShadowStreamWriter:
                 socket_connect_timeout=self._timeout_s, retry=None)
             self._async = (loop, client)
         return self._async[1]
+
+    async def aclose_async(self) -> None:
+        """Close this loop's asyncio client (the app's shutdown, on its loop)."""
+        if self._async is not None:
+            _loop, client = self._async
+            self._async = None
+            await client.aclose()
 
     def close(self) -> None:
         self._sync.close()

@@ -119,7 +119,9 @@ def test_each_sampled_request_is_enqueued_after_commit_and_scored_once(
                  for i, t in enumerate(TEXTS)]
 
     async def on_the_loop() -> list[str]:
-        return [(await service.route_async(RouteRequest(text=t))).request_id for t in TEXTS]
+        ids = [(await service.route_async(RouteRequest(text=t))).request_id for t in TEXTS]
+        await service.drain_shadows()  # the app's shutdown does this
+        return ids
 
     async_ids = asyncio.run(on_the_loop())
     assert service.shadow_worker is None  # no thread in this process: Redis holds the work
@@ -252,6 +254,7 @@ def test_a_redis_that_does_not_answer_drops_shadow_work_only(
     async def on_the_loop() -> None:
         for text in TEXTS:
             await service.route_async(RouteRequest(text=text))
+        await service.drain_shadows()
 
     asyncio.run(on_the_loop())
     assert time.monotonic() - started < 1.0  # one failed connect, then no more attempts
