@@ -1,10 +1,10 @@
 """`support-router shadow-worker`: score the shadow stream's jobs into the decision log.
 
 Any number of workers, on any hosts, share the work through one Redis consumer group;
-each is one consumer named `host:pid`. A worker reads new entries (`XREADGROUP`), scores
-each job with its shadow variants (each configuration loaded once, `load_variant`),
-writes the result onto the live row (`DecisionLog.set_shadow_once`) and only then
-acknowledges the entry (`XACK`).
+each is one consumer named `host:pid`. A worker reads new entries (`XREADGROUP`, a batch at a time),
+scores each job with its shadow variants (each configuration loaded once,
+`load_variant`), writes the batch's results onto the live rows in one transaction
+(`DecisionLog.set_shadows_once`) and only then acknowledges the entries (`XACK`).
 
 The promise is **at least once, deduplicated by request id**: an entry is acknowledged
 only after its result is committed (or found already there), so a worker that dies
@@ -140,35 +140,58 @@ class ShadowConsumer:
         if not entries:
             entries = self.reader.read(self.consumer, count=self.batch,
                                        block_ms=self.block_ms)
-        handled = 0
+        outcomes = self.handle_batch(entries, redelivered=claimed)
+        self.counts.update(outcomes.values())
+        return len(outcomes)
+
+    def handle(self, entry_id: str, fields: dict[str, str], *, redelivered: bool) -> str:
+        """`handle_batch` for one entry."""
+        return self.handle_batch([(entry_id, fields)], redelivered=redelivered)[entry_id]
+
+    def handle_batch(self, entries: list[Entry], *, redelivered: bool) -> dict[str, str]:
+        """Score entries, record their results in one transaction, acknowledge them in
+        one call; per entry id, what happened (`scored`, `duplicate`, `invalid`,
+        `not_visible`, `abandoned`). A stop request ends the scoring after the entry in
+        hand: what was scored is recorded, the rest stays pending."""
+        outcomes: dict[str, str] = {}
+        done: list[str] = []
+        results: dict[str, dict[str, object]] = {}
+        jobs: dict[str, ShadowJob] = {}
         for entry_id, fields in entries:
             if self.stopping.is_set():
                 break
-            self.counts[self.handle(entry_id, fields, redelivered=claimed)] += 1
-            handled += 1
-        return handled
-
-    def handle(self, entry_id: str, fields: dict[str, str], *, redelivered: bool) -> str:
-        """Score and record one entry; what happened (`scored`, `duplicate`, `invalid`,
-        `not_visible`, `abandoned`)."""
-        try:
-            job = ShadowJob.from_fields(fields)
-        except ValueError as exc:
-            logger.warning("shadow worker: entry %s skipped: %s", entry_id, exc)
-            self.reader.ack(entry_id)
-            return "invalid"
-        if redelivered:
-            done = self.log.has_shadow(job.request_id)
-            if done:
-                self.reader.ack(entry_id)
-                return "duplicate"
-            if done is None:
-                return self._not_visible(entry_id)
-        outcome = self.log.set_shadow_once(job.request_id, score_job(job, self.variants))
-        if outcome == "missing":
-            return self._not_visible(entry_id)
-        self.reader.ack(entry_id)
-        return "scored" if outcome == "written" else "duplicate"
+            try:
+                job = ShadowJob.from_fields(fields)
+            except ValueError as exc:
+                logger.warning("shadow worker: entry %s skipped: %s", entry_id, exc)
+                outcomes[entry_id] = "invalid"
+                done.append(entry_id)
+                continue
+            if redelivered:  # scored already, perhaps, by the consumer that lost it
+                scored = self.log.has_shadow(job.request_id)
+                if scored:
+                    outcomes[entry_id] = "duplicate"
+                    done.append(entry_id)
+                    continue
+                if scored is None:
+                    outcomes[entry_id] = self._not_visible(entry_id)
+                    continue
+            jobs[entry_id] = job
+            if job.request_id not in results:
+                results[job.request_id] = score_job(job, self.variants)
+        written = self.log.set_shadows_once(results) if results else {}
+        recorded: set[str] = set()  # a request id twice in one batch is written once
+        for entry_id, job in jobs.items():
+            outcome = written[job.request_id]
+            if outcome == "missing":
+                outcomes[entry_id] = self._not_visible(entry_id)
+            else:
+                first = outcome == "written" and job.request_id not in recorded
+                outcomes[entry_id] = "scored" if first else "duplicate"
+                recorded.add(job.request_id)
+                done.append(entry_id)
+        self.reader.ack(*done)
+        return outcomes
 
     def _not_visible(self, entry_id: str) -> str:
         """No live row for the job: leave it pending (claimed again after the idle time)

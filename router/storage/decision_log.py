@@ -355,22 +355,34 @@ class DecisionLog:
             )
 
     def set_shadow_once(self, request_id: str, shadow: dict[str, Any]) -> ShadowWrite:
-        """Record the shadow decisions unless the row already has some: the shadow
-        workers' write, idempotent under redelivery (the first result stays).
+        """`set_shadows_once` for one request."""
+        return self.set_shadows_once({request_id: shadow})[request_id]
 
-        `missing` when no row has this id (not committed yet, or never): nothing written.
-        """
+    def set_shadows_once(self, shadows: Mapping[str, dict[str, Any]]
+                         ) -> dict[str, ShadowWrite]:
+        """Record each request's shadow decisions unless its row already has some, in one
+        transaction: the shadow workers' write, idempotent under redelivery (the first
+        result stays). `missing` for a request id with no row (not committed yet, or
+        never): nothing is written for it."""
+        out: dict[str, ShadowWrite] = {}
         with self._engine.begin() as conn:
-            written = conn.execute(
-                update(decisions)
-                .where(decisions.c.request_id == request_id, decisions.c.shadow.is_(None))
-                .values(shadow=json.dumps(shadow))
-            ).rowcount
-            if written:
-                return "written"
-            exists = conn.execute(select(decisions.c.request_id)
-                                  .where(decisions.c.request_id == request_id)).first()
-        return "already" if exists is not None else "missing"
+            for request_id, shadow in shadows.items():
+                written = conn.execute(
+                    update(decisions)
+                    .where(decisions.c.request_id == request_id,
+                           decisions.c.shadow.is_(None))
+                    .values(shadow=json.dumps(shadow))
+                ).rowcount
+                if written:
+                    out[request_id] = "written"
+            unknown = [request_id for request_id in shadows if request_id not in out]
+            found = set() if not unknown else {
+                row.request_id for row in conn.execute(
+                    select(decisions.c.request_id)
+                    .where(decisions.c.request_id.in_(unknown)))}
+        for request_id in unknown:
+            out[request_id] = "already" if request_id in found else "missing"
+        return out
 
     def has_shadow(self, request_id: str) -> bool | None:
         """Whether the row has shadow decisions; None when there is no such row."""

@@ -295,3 +295,29 @@ def test_status_shows_what_waits_and_who_holds_it(
     assert refused.exit_code == 1 and "not_configured" in refused.output
     writer.close()
     reader.close()
+
+
+def test_one_batch_one_transaction_first_result_wins(
+        settings: Settings, log: DecisionLog, experiment: ExperimentConfig, redis_url: str,
+        redis_prefix: str) -> None:
+    service = _service(settings, log, experiment, queue=None)
+    fresh, done = (service.decide(RouteRequest(text=t)) for t in TEXTS[:2])
+    for decision in (fresh, done):
+        log.append(decision, text=TEXTS[0], experiment=experiment.name)
+    log.set_shadow_once(done.request_id, {"choice": "other", "variants": {}})
+    assert log.set_shadows_once({fresh.request_id: {"choice": "refund", "variants": {}},
+                                 done.request_id: {"choice": "refund", "variants": {}},
+                                 "nobody": {"choice": "refund", "variants": {}}}) == {
+        fresh.request_id: "written", done.request_id: "already", "nobody": "missing"}
+    assert log.has_shadow(fresh.request_id) and log.has_shadow("nobody") is None
+    rows = {r["request_id"]: json.loads(r["shadow"]) for r in log.rows()}
+    assert rows[done.request_id]["choice"] == "other"  # the first result stays
+
+    consumer = _consumer(settings, log, redis_url, redis_prefix, "w1")
+    third = service.decide(RouteRequest(text=TEXTS[2]))
+    log.append(third, text=TEXTS[2], experiment=experiment.name)
+    twice = [("1-1", _job_fields(experiment, third.request_id)),
+             ("1-2", _job_fields(experiment, third.request_id))]
+    assert consumer.handle_batch(twice, redelivered=False) == {"1-1": "scored",
+                                                               "1-2": "duplicate"}
+    service.close()
