@@ -47,7 +47,16 @@ def shadow_worker(
     settings = get_settings()
     consumer = build_consumer(settings, batch=batch, claim_idle_s=claim_idle)
     if status:
-        state = consumer.reader.status()
+        from redis.exceptions import RedisError
+
+        from router.errors import StoreError
+
+        try:
+            state = consumer.reader.status()
+        except (RedisError, OSError) as exc:
+            # The type only: the error's text can carry the URL.
+            raise StoreError(f"the shadow stream (Redis) did not answer "
+                             f"({type(exc).__name__})") from None
         if as_json:
             typer.echo(json.dumps({"length": state.length, "unread": state.lag,
                                    "pending": state.pending, "consumers": state.consumers}))

@@ -289,6 +289,11 @@ def test_status_shows_what_waits_and_who_holds_it(
                                          "consumers": {"host-a:1": 2}}
     text = CliRunner().invoke(app, ["shadow-worker", "--status"]).output
     assert "unread 3" in text and "host-a:1: 2 pending" in text
+    monkeypatch.setenv("SUPPORT_ROUTER_REDIS_URL", f"redis://:s3cret@127.0.0.1:{free_port()}/0")
+    get_settings.cache_clear()
+    down = CliRunner().invoke(app, ["shadow-worker", "--status"])
+    assert down.exit_code == 1 and "store_error" in down.output
+    assert "s3cret" not in down.output
     monkeypatch.delenv("SUPPORT_ROUTER_REDIS_URL")
     get_settings.cache_clear()
     refused = CliRunner().invoke(app, ["shadow-worker"])
