@@ -42,6 +42,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import httpx
+import psutil
 import redis
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,6 +50,8 @@ sys.path.insert(0, str(ROOT))
 
 from bench.load import (  # noqa: E402
     Measured,
+    _cpu_seconds,
+    _machine_busy_seconds,
     free_port,
     postgres_database,
     route_bodies,
@@ -181,7 +184,8 @@ def _acked(client: redis.Redis, prefix: str) -> int:
 
 
 def worker_throughput(env: dict[str, str], prefix: str, work: Path, workers: int,
-                      seconds: float) -> float:
+                      seconds: float) -> tuple[float, float, float]:
+    """Entries scored per second; the workers' CPU and the whole machine's, in cores."""
     client = redis.Redis.from_url(REDIS_URL)
     before = _acked(client, prefix)
     processes = []
@@ -195,9 +199,14 @@ def worker_throughput(env: dict[str, str], prefix: str, work: Path, workers: int
             if time.monotonic() > deadline:
                 raise SystemExit("shadow workers did not start scoring")
             time.sleep(0.05)
+        tree = [psutil.Process(p.pid) for p in processes]
+        cpu, busy = _cpu_seconds(tree), _machine_busy_seconds()
         start, first = time.monotonic(), _acked(client, prefix)
         time.sleep(seconds)
-        return (_acked(client, prefix) - first) / (time.monotonic() - start)
+        elapsed = time.monotonic() - start
+        scored = (_acked(client, prefix) - first) / elapsed
+        return (scored, (_cpu_seconds(tree) - cpu) / elapsed,
+                (_machine_busy_seconds() - busy) / elapsed)
     finally:
         for process in processes:
             process.terminate()
@@ -235,7 +244,9 @@ def main(argv: list[str] | None = None) -> None:
                     bases = {rate: gateways.enter_context(gateway(
                         _env(args, work, prefix, db_url, shadow_sample_rate=rate),
                         work / f"serve-{rate}.log")) for rate in ("0", "1")}
+                    busy, started = _machine_busy_seconds(), time.monotonic()
                     latency = live_latency(bases, bodies_file, args.seconds)
+                    live_busy = (_machine_busy_seconds() - busy) / (time.monotonic() - started)
                 env = _env(args, work, prefix, db_url)
                 fill_backlog(env, prefix, args.entries)
                 throughput = {n: worker_throughput(env, prefix, work, n, args.seconds)
@@ -248,7 +259,8 @@ def main(argv: list[str] | None = None) -> None:
 
     print(f"machine: {results['machine']}")
     print(f"\nlive /v1/route, {args.seconds:g} s per row (1 gateway worker process, "
-          f"{args.db}):\n")
+          f"{args.db}; the machine was busy {live_busy:.2f} of {os.cpu_count()} cores, "
+          f"every process counted):\n")
     print("| shadow enqueue | connections | requests/s | p50 | p99 | errors |")
     print("|---|---|---|---|---|---|")
     for rate, label in (("0", "off (sample rate 0)"), ("1", "on (sample rate 1)")):
@@ -256,15 +268,17 @@ def main(argv: list[str] | None = None) -> None:
             print(_row(f"{label} | {connections}", m))
     print(f"\nshadow workers, {args.seconds:g} s each once scoring began "
           f"(backlog of {args.entries:,} entries):\n")
-    print("| workers | entries scored per second |")
-    print("|---|---|")
-    for n, rate_s in throughput.items():
-        print(f"| {n} | {rate_s:,.0f} |")
+    print("| workers | entries scored per second | workers' CPU (cores) | machine busy (cores) |")
+    print("|---|---|---|---|")
+    for n, (rate_s, cpu, machine) in throughput.items():
+        print(f"| {n} | {rate_s:,.0f} | {cpu:.2f} | {machine:.2f} |")
     results["latency"] = {rate: {k: {"requests_per_s": m.requests / m.seconds,
                                      "p50_ms": m.p50_ms, "p99_ms": m.p99_ms,
                                      "errors": sum(m.errors.values())}
                                  for k, m in by.items()} for rate, by in latency.items()}
-    results["worker_entries_per_s"] = throughput
+    results["live_machine_busy_cores"] = live_busy
+    results["workers"] = {n: {"entries_per_s": r, "worker_cores": c, "machine_busy_cores": m}
+                          for n, (r, c, m) in throughput.items()}
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
 
