@@ -106,6 +106,18 @@ class Settings(BaseSettings):
     # Every key this gateway writes in Redis starts with this: gateways of different
     # deployments (or test runs) can share one Redis without sharing buckets.
     redis_prefix: str = Field(default="support-router:", pattern=r"^[A-Za-z0-9:._-]{1,64}$")
+    # Shadow scoring (router/routing/shadows.py, docs/operations.md). With redis_url set,
+    # the gateway only appends each sampled request to the stream `<redis_prefix>shadow`
+    # (trimmed to about shadow_stream_maxlen entries) and `support-router shadow-worker`
+    # processes score it; without Redis one thread per gateway process does. The sample
+    # is decided from the request id, so the same request is always in or out.
+    shadow_sample_rate: float = Field(default=1.0, ge=0.0, le=1.0)
+    shadow_stream_maxlen: int = Field(default=100_000, ge=100)
+    # Entries a worker read but did not acknowledge for this long (it died, or the live
+    # row was not visible yet) are claimed by another worker; after this many deliveries
+    # an entry is given up on (logged and counted).
+    shadow_claim_idle_s: float = Field(default=30.0, ge=0.1)
+    shadow_max_deliveries: int = Field(default=20, ge=1)
     # On SIGTERM, requests in flight get this long to finish before they are cancelled.
     shutdown_grace_s: float = Field(default=30.0, gt=0)
     # How often each worker reads the active policy pointer in the database (one row);

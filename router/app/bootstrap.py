@@ -29,12 +29,14 @@ from router.models.base import DecisionModel
 from router.models.breaker import CircuitBreaker, GuardedRouteModel
 from router.models.local.model import LocalRouteModel
 from router.routing.service import BoundModel, LiveExperiment, RouterService
+from router.routing.shadows import ShadowEnqueuer
 from router.settings import Settings, resolve_path
 from router.storage.db import make_engine, migrate
 from router.storage.decision_log import DecisionLog
 from router.storage.experiment_db import ExperimentDB
 from router.storage.policy_db import PolicyDB, policy_slot
 from router.storage.policy_store import active_policy_path, load_policy, load_serving_policy
+from router.storage.shadow_stream import ShadowStreamWriter
 from router.telemetry.metrics import track_breaker
 
 logger = logging.getLogger(__name__)
@@ -247,15 +249,32 @@ def load_experiment(settings: Settings, config: ExperimentConfig) -> LiveExperim
     )
 
 
+SHADOW_ENQUEUE_TIMEOUT_S = 0.1
+"""Redis's socket timeout for a shadow job's append: the most a request waits on it."""
+
+
+def shadow_queue(settings: Settings) -> ShadowEnqueuer | None:
+    """The durable shadow queue when Redis is configured; None: an in-process thread."""
+    if not settings.redis_url:
+        return None
+    writer = ShadowStreamWriter(settings.redis_url, prefix=settings.redis_prefix,
+                                maxlen=settings.shadow_stream_maxlen,
+                                timeout_s=SHADOW_ENQUEUE_TIMEOUT_S)
+    return ShadowEnqueuer(writer)
+
+
 def build_router(settings: Settings, log: DecisionLog) -> RouterService:
     """The router service with no experiment: which one runs is the database's to say
     (router/app/experiment_sync.py)."""
     local = load_local(settings)
+    queue, rate = shadow_queue(settings), settings.shadow_sample_rate
     if settings.backend == "local":
         # The local model is also the fallback: an experiment's live variant may be remote,
         # and a failing remote variant must be answered locally, not with a 503.
-        return RouterService(local, log, fallback=local)
-    return RouterService(load_backend(settings, settings.backend), log, fallback=local)
+        return RouterService(local, log, fallback=local, shadow_queue=queue,
+                             shadow_sample_rate=rate)
+    return RouterService(load_backend(settings, settings.backend), log, fallback=local,
+                         shadow_queue=queue, shadow_sample_rate=rate)
 
 
 def build_router_offline(settings: Settings) -> RouterService:

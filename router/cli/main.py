@@ -24,6 +24,7 @@ from router.cli.desk import approvals_app, tasks_app
 from router.cli.experiments import experiment_app
 from router.cli.fallback import fallback_app
 from router.cli.keys import keys_app
+from router.cli.shadow import register as register_shadow_commands
 from router.errors import SupportRouterError
 
 if TYPE_CHECKING:
@@ -241,6 +242,7 @@ def eval_command(
 
 register_data_commands(app)
 register_compare_commands(app)
+register_shadow_commands(app)
 app.add_typer(approvals_app, name="approvals")
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(fallback_app)

@@ -105,6 +105,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         yield
         built = getattr(app.state, "services", None)
         if built is not None:
+            await built.router.drain_shadows()  # jobs still on their way to Redis
             built.close()
         access = getattr(app.state, "access", None)
         if access is not None and access.limiter is not None:

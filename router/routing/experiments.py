@@ -11,10 +11,14 @@ consecutive ranges in the order the variants are listed, so the same customer ge
 same variant in every process and after every restart while the configuration stays the
 same; renaming the experiment or changing the salt reshuffles everyone.
 
-Shadows: after the live decision is logged, the request is put on a bounded queue
-(`put_nowait`: the request never waits) and one background thread scores it with every
-shadow variant, writing their decisions into the live row's `shadow` column. When the
-queue is full the shadow work is dropped and counted, never the response.
+Shadows: after the live decision is committed, a sampled request
+(`SUPPORT_ROUTER_SHADOW_SAMPLE_RATE`) is scored with every shadow variant and their
+decisions go into the live row's `shadow` column. With Redis configured that happens in
+`support-router shadow-worker` processes fed by a durable stream (router/routing/shadows.py);
+without it (development) a request is put on a bounded in-process queue (`put_nowait`:
+the request never waits) for one background thread (`ShadowWorker`). When that queue is
+full the shadow work is dropped and counted, never the response; a stopped process loses
+what was queued.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import threading
 from collections.abc import Callable
 
 from router.contracts import BUCKETS, ExperimentConfig, VariantConfig, bucket_bounds
+from router.telemetry.metrics import SHADOW_DROPPED
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +77,7 @@ class ShadowWorker:
             return True
         except queue.Full:
             self.dropped += 1
+            SHADOW_DROPPED.inc()
             return False
 
     def drain(self) -> None:

@@ -2,8 +2,11 @@
 
 With an experiment (`router.routing.experiments`), each request is decided by its assigned live
 variant's model and policy, logged with the experiment and variant names; shadow variants
-score the same request on a background thread after the live decision is logged, and
-their decisions go into the same row's `shadow` column. The response never depends on them.
+score the same request after the live decision is committed, and their decisions go into
+the same row's `shadow` column. The response never depends on them. With a
+`ShadowEnqueuer` (Redis configured) the request only appends a job to the shadow stream
+and `support-router shadow-worker` processes score it (`router.app.shadow_worker`);
+without one, a background thread in this process does.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from router.models.base import DecisionModel
 from router.routing.experiments import ShadowWorker, assign, assignment_unit
 from router.routing.policy import decide
 from router.routing.rules import DEFAULT_RULES, RouteRequest, Rule, first_rule_hit
+from router.routing.shadows import ShadowEnqueuer, sampled
 from router.storage.decision_log import DecisionLog
 from router.telemetry.metrics import count_decision, time_model
 
@@ -69,6 +73,56 @@ def score_request(model: DecisionModel, request: RouteRequest) -> RouteScores:
     return together if together.confidence > scores.confidence else scores
 
 
+def decide_with(bound: BoundModel, request: RouteRequest, request_id: str,
+                variant: str | None, *, rules: Sequence[Rule] = DEFAULT_RULES,
+                fallback: BoundModel | None = None) -> Decision:
+    """One variant's decision: the rules first, then its model under its policy (and the
+    fallback's, if given, when the model is unavailable)."""
+    hit = first_rule_hit(request, rules)
+    if hit is not None:
+        return Decision(
+            request_id=request_id,
+            route=hit.route,
+            scores=None,
+            threshold=bound.policy.threshold,
+            policy_version=bound.policy.version,
+            variant=variant,
+            reason=f"rule:{hit.name}",
+            model="rules",
+        )
+    try:
+        with time_model(bound.policy.model.backend):
+            scores = score_request(bound.model, request)
+        return decide(scores, bound.policy, request_id=request_id, variant=variant)
+    except ModelUnavailable:
+        if fallback is None:
+            raise
+        with time_model(fallback.policy.model.backend):
+            scores = score_request(fallback.model, request)
+        return decide(scores, fallback.policy, request_id=request_id, variant=variant,
+                      model_unavailable=True)
+
+
+def score_shadows(shadows: dict[str, BoundModel], request: RouteRequest, request_id: str,
+                  *, rules: Sequence[Rule] = DEFAULT_RULES) -> dict[str, Any]:
+    """Every shadow variant's decision, as the live row's `shadow` column holds them: an
+    unavailable model is recorded as its error code, never a fallback's decision."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, bound in shadows.items():
+        try:
+            d = decide_with(bound, request, request_id, name, rules=rules)
+        except ModelUnavailable as exc:
+            out[name] = {"error": exc.code}
+            continue
+        out[name] = {"route": d.route, "reason": d.reason, "model": d.model,
+                     "policy_version": d.policy_version, "threshold": d.threshold,
+                     "choice": d.scores.choice if d.scores else None,
+                     "confidence": d.scores.confidence if d.scores else None,
+                     "probabilities": dict(d.scores.probabilities) if d.scores else None}
+    first = next(iter(out.values()), {})
+    return {"choice": first.get("choice"), "variants": out}
+
+
 class RouterService:
     def __init__(
         self,
@@ -78,6 +132,8 @@ class RouterService:
         fallback: BoundModel | None = None,
         rules: Sequence[Rule] = DEFAULT_RULES,
         experiment: LiveExperiment | None = None,
+        shadow_queue: ShadowEnqueuer | None = None,
+        shadow_sample_rate: float = 1.0,
     ) -> None:
         self._primary = primary
         self._fallback = fallback
@@ -85,8 +141,10 @@ class RouterService:
         self._rules = tuple(rules)
         self._lock = threading.Lock()
         self._experiment = experiment
+        self.shadow_sample_rate = shadow_sample_rate
+        self.shadow_queue = shadow_queue
         self.shadow_worker: ShadowWorker | None = None
-        if experiment is not None and experiment.shadows:
+        if experiment is not None and experiment.shadows and shadow_queue is None:
             self.shadow_worker = ShadowWorker(maxsize=experiment.config.shadow_queue_size)
         live = [primary, *([fallback] if fallback else []),
                 *(experiment.variants.values() if experiment else ())]
@@ -116,7 +174,8 @@ class RouterService:
         experiment is decided and logged under it."""
         with self._lock:
             previous, self._experiment = self._experiment, experiment
-            if experiment is not None and experiment.shadows and self.shadow_worker is None:
+            if (experiment is not None and experiment.shadows and self.shadow_queue is None
+                    and self.shadow_worker is None):
                 self.shadow_worker = ShadowWorker(maxsize=experiment.config.shadow_queue_size)
             live = [self._primary, *([self._fallback] if self._fallback else []),
                     *(experiment.variants.values() if experiment else ())]
@@ -140,31 +199,9 @@ class RouterService:
         return decision.model_copy(update={"experiment": experiment.config.name})
 
     def _decide_with(self, bound: BoundModel, request: RouteRequest, request_id: str,
-                     variant: str | None, *, use_fallback: bool = True) -> Decision:
-        hit = first_rule_hit(request, self._rules)
-        if hit is not None:
-            return Decision(
-                request_id=request_id,
-                route=hit.route,
-                scores=None,
-                threshold=bound.policy.threshold,
-                policy_version=bound.policy.version,
-                variant=variant,
-                reason=f"rule:{hit.name}",
-                model="rules",
-            )
-        try:
-            with time_model(bound.policy.model.backend):
-                scores = score_request(bound.model, request)
-            return decide(scores, bound.policy, request_id=request_id, variant=variant)
-        except ModelUnavailable:
-            if self._fallback is None or not use_fallback:
-                raise
-            fallback = self._fallback
-            with time_model(fallback.policy.model.backend):
-                scores = score_request(fallback.model, request)
-            return decide(scores, fallback.policy, request_id=request_id, variant=variant,
-                          model_unavailable=True)
+                     variant: str | None) -> Decision:
+        return decide_with(bound, request, request_id, variant, rules=self._rules,
+                           fallback=self._fallback)
 
     def route(self, request: RouteRequest, *, request_id: str | None = None) -> Decision:
         """Decide and log (committed before this returns); for threads and the CLI."""
@@ -194,35 +231,39 @@ class RouterService:
                 partial(self.decide, request, request_id=request_id))
         await self._log.append_async(decision, text=request.text, case_id=request.case_id,
                                      experiment=decision.experiment)
-        self._after_logged(request, decision)
+        self._after_logged(request, decision, wait=False)
         return decision
 
-    def _after_logged(self, request: RouteRequest, decision: Decision) -> None:
-        """What follows a committed decision: its metrics, then the shadow variants."""
+    def _after_logged(self, request: RouteRequest, decision: Decision, *,
+                      wait: bool = True) -> None:
+        """What follows a committed decision: its metrics, then the shadow variants of the
+        experiment that decided it (`wait=False` on the event loop: the Redis append goes
+        out with the loop's next batch instead of blocking)."""
         count_decision(decision)
-        if self.shadow_worker is not None:
-            self.shadow_worker.submit(lambda: self._score_shadows(request, decision.request_id))
+        experiment = self._experiment
+        if (experiment is None or not experiment.shadows
+                or experiment.config.name != decision.experiment
+                or not sampled(decision.request_id, self.shadow_sample_rate)):
+            return  # no shadows, or the experiment that decided it has been stopped since
+        if self.shadow_queue is not None:
+            submit = self.shadow_queue.submit if wait else self.shadow_queue.submit_nowait
+            submit(request, decision.request_id, experiment.config.name,
+                   experiment.config.shadows)
+        elif self.shadow_worker is not None:
+            shadows = experiment.shadows
+            self.shadow_worker.submit(
+                lambda: self._log.set_shadow(decision.request_id, score_shadows(
+                    shadows, request, decision.request_id, rules=self._rules)))
 
-    def _score_shadows(self, request: RouteRequest, request_id: str) -> None:
-        """Score with every shadow variant and record their decisions on the live row."""
-        assert self._experiment is not None
-        out: dict[str, dict[str, Any]] = {}
-        for name, bound in self._experiment.shadows.items():
-            try:
-                d = self._decide_with(bound, request, request_id, name, use_fallback=False)
-            except ModelUnavailable as exc:
-                out[name] = {"error": exc.code}
-                continue
-            out[name] = {"route": d.route, "reason": d.reason, "model": d.model,
-                         "policy_version": d.policy_version, "threshold": d.threshold,
-                         "choice": d.scores.choice if d.scores else None,
-                         "confidence": d.scores.confidence if d.scores else None,
-                         "probabilities": dict(d.scores.probabilities) if d.scores else None}
-        first = next(iter(out.values()), {})
-        self._log.set_shadow(request_id, {"choice": first.get("choice"), "variants": out})
+    async def drain_shadows(self) -> None:
+        """Wait until the shadow jobs this loop handed to Redis are appended (shutdown)."""
+        if self.shadow_queue is not None:
+            await self.shadow_queue.drain()
 
     def close(self) -> None:
         """Finish queued shadow work and stop its thread; commit queued log rows."""
         if self.shadow_worker is not None:
             self.shadow_worker.close()
+        if self.shadow_queue is not None:
+            self.shadow_queue.close()
         self._log.close()

@@ -31,7 +31,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import (
     Column,
@@ -103,6 +103,9 @@ class _ThreadPending:
     row: Mapping[str, Any]
     future: concurrent.futures.Future[None]
 
+
+ShadowWrite = Literal["written", "already", "missing"]
+"""What `set_shadow_once` did: wrote it, found a result there already, found no row."""
 
 _Settlement = tuple[asyncio.Future[None], BaseException | None]
 """A waiting request's future and the error its row's commit raised, if any."""
@@ -350,6 +353,43 @@ class DecisionLog:
                 .where(decisions.c.request_id == request_id)
                 .values(shadow=json.dumps(shadow))
             )
+
+    def set_shadow_once(self, request_id: str, shadow: dict[str, Any]) -> ShadowWrite:
+        """`set_shadows_once` for one request."""
+        return self.set_shadows_once({request_id: shadow})[request_id]
+
+    def set_shadows_once(self, shadows: Mapping[str, dict[str, Any]]
+                         ) -> dict[str, ShadowWrite]:
+        """Record each request's shadow decisions unless its row already has some, in one
+        transaction: the shadow workers' write, idempotent under redelivery (the first
+        result stays). `missing` for a request id with no row (not committed yet, or
+        never): nothing is written for it."""
+        out: dict[str, ShadowWrite] = {}
+        with self._engine.begin() as conn:
+            for request_id, shadow in shadows.items():
+                written = conn.execute(
+                    update(decisions)
+                    .where(decisions.c.request_id == request_id,
+                           decisions.c.shadow.is_(None))
+                    .values(shadow=json.dumps(shadow))
+                ).rowcount
+                if written:
+                    out[request_id] = "written"
+            unknown = [request_id for request_id in shadows if request_id not in out]
+            found = set() if not unknown else {
+                row.request_id for row in conn.execute(
+                    select(decisions.c.request_id)
+                    .where(decisions.c.request_id.in_(unknown)))}
+        for request_id in unknown:
+            out[request_id] = "already" if request_id in found else "missing"
+        return out
+
+    def has_shadow(self, request_id: str) -> bool | None:
+        """Whether the row has shadow decisions; None when there is no such row."""
+        with read_connection(self._engine) as conn:
+            row = conn.execute(select(decisions.c.shadow)
+                               .where(decisions.c.request_id == request_id)).first()
+        return None if row is None else row.shadow is not None
 
     def rows(self, *, since: datetime | None = None,
              experiment: str | None = None) -> list[dict[str, Any]]:

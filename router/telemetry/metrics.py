@@ -109,6 +109,23 @@ RATE_LIMIT_STORE_ERRORS = Counter(
     "worker's own in-process bucket for that caller.",
 )
 
+SHADOW_ENQUEUED = Counter(
+    "support_router_shadow_enqueued",
+    "Requests appended to the shadow stream in Redis for the shadow workers to score.",
+)
+
+SHADOW_ENQUEUE_ERRORS = Counter(
+    "support_router_shadow_enqueue_errors",
+    "Requests whose shadow scoring was dropped because Redis did not take the stream "
+    "entry (down, unreachable, slower than the timeout); the live response is unaffected.",
+)
+
+SHADOW_DROPPED = Counter(
+    "support_router_shadow_dropped",
+    "Requests whose shadow scoring was dropped because the in-process shadow queue (the "
+    "mode without Redis) was full.",
+)
+
 BREAKER_VALUES: dict[BreakerState, int] = {"closed": 0, "half_open": 1, "open": 2}
 
 _Metric = TypeVar("_Metric", bound="MetricWrapperBase")
