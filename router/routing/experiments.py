@@ -1,6 +1,7 @@
 """Online experiments: sticky variant assignment and shadow scoring off the request path.
 
-An experiment (settings `SUPPORT_ROUTER_EXPERIMENT`, JSON) names live variants, each a
+An experiment (an `ExperimentConfig`, started and stopped in the shared database and
+followed by every worker: router/app/experiment_sync.py) names live variants, each a
 backend + model + policy with a weight, and optional **shadow** variants that score the
 same requests without ever answering them.
 

@@ -241,7 +241,7 @@ class RouterService:
         out with the loop's next batch instead of blocking)."""
         count_decision(decision)
         experiment = self._experiment
-        if (experiment is None or not experiment.shadows
+        if (experiment is None or not experiment.config.shadows
                 or experiment.config.name != decision.experiment
                 or not sampled(decision.request_id, self.shadow_sample_rate)):
             return  # no shadows, or the experiment that decided it has been stopped since

@@ -326,3 +326,25 @@ def test_one_batch_one_transaction_first_result_wins(
     assert consumer.handle_batch(twice, redelivered=False) == {"1-1": "scored",
                                                                "1-2": "duplicate"}
     service.close()
+
+
+def test_only_the_experiment_that_decided_a_request_scores_its_shadows(
+        settings: Settings, log: DecisionLog, experiment: ExperimentConfig, redis_url: str,
+        redis_prefix: str) -> None:
+    service = _service(settings, log, experiment, _enqueuer(redis_url, redis_prefix))
+    live = service.experiment
+    assert live is not None
+    decided = service.decide(RouteRequest(text=TEXTS[0]))
+    assert decided.experiment == "shadowed"
+    # Stopped between the decision and its log row: nothing is scored under the old
+    # experiment's name, and a newly started one does not score a request it never decided.
+    service.swap_experiment(None)
+    service.record(RouteRequest(text=TEXTS[0]), decided)
+    renamed = LiveExperiment(experiment.model_copy(update={"name": "next"}), live.variants)
+    service.swap_experiment(renamed)
+    service.record(RouteRequest(text=TEXTS[1]), service.decide(RouteRequest(text=TEXTS[1])))
+    service.record(RouteRequest(text=TEXTS[2]), decided.model_copy(update={"request_id": "r2"}))
+    client = redis.Redis.from_url(redis_url)
+    entries = client.xrange(stream_key(redis_prefix))
+    assert [fields[b"experiment"] for _, fields in entries] == [b"next"]
+    service.close()
