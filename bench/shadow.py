@@ -21,6 +21,11 @@ copy of its policy):
 3. **Worker throughput**: one `support-router shadow-worker`, then two, each for
    `--seconds` once scoring has begun: entries scored (acknowledged) per second, from
    the consumer group's counters.
+4. **Sustained** (`--rate`, needs wrk): a gateway at sample rate 1 with `--workers`
+   shadow workers running, on a fresh log and key prefix, is sent `/v1/route` at a fixed
+   rate (open loop) for `--seconds`, alternating in slices with the rate-0 gateway at the
+   same rate; then the workers drain the stream and every logged request is checked for
+   its shadow decision.
 
 Prints the figures and the machine (nothing asserted). Traffic goes only to 127.0.0.1.
 """
@@ -52,10 +57,12 @@ from bench.load import (  # noqa: E402
     Measured,
     _cpu_seconds,
     _machine_busy_seconds,
+    ensure_wrk,
     free_port,
     postgres_database,
     route_bodies,
     run_python,
+    run_wrk,
 )
 from bench.machine import describe_machine  # noqa: E402
 
@@ -215,6 +222,73 @@ def worker_throughput(env: dict[str, str], prefix: str, work: Path, workers: int
         client.close()
 
 
+def _stream_drained(client: redis.Redis, prefix: str, timeout_s: float = 300) -> float:
+    """Seconds until every entry of the stream is read and acknowledged."""
+    from router.storage.shadow_stream import GROUP, stream_key
+
+    start = time.monotonic()
+    while time.monotonic() - start < timeout_s:
+        groups = {g["name"].decode(): g for g in client.xinfo_groups(stream_key(prefix))}
+        group = groups.get(GROUP)
+        if group is not None and not group["pending"] and not group["lag"]:
+            return time.monotonic() - start
+        time.sleep(0.2)
+    raise SystemExit("the shadow workers did not drain the stream")
+
+
+def sustained(args: argparse.Namespace, work: Path, bodies_file: Path,
+              wrk: str) -> dict[str, object]:
+    """Open-loop load with workers scoring meanwhile; then every row's shadow counted."""
+    from sqlalchemy import func, select
+
+    from router.storage.db import make_engine
+    from router.storage.decision_log import decisions
+
+    prefix = f"sr-bench-{uuid.uuid4().hex[:12]}:"
+    client = redis.Redis.from_url(REDIS_URL)
+    try:
+        with ExitStack() as stack:
+            urls = {rate: f"sqlite:///{work / f'sustained-{rate}.db'}" for rate in ("0", "1")}
+            envs = {rate: _env(args, work, prefix, urls[rate], shadow_sample_rate=rate)
+                    for rate in urls}
+            bases = {rate: stack.enter_context(gateway(envs[rate], work / f"s-{rate}.log"))
+                     for rate in urls}
+            processes = [subprocess.Popen([*CLI, "shadow-worker"], cwd=ROOT, env=envs["1"],
+                                          stdout=(work / f"sw-{n}.log").open("wb"),
+                                          stderr=subprocess.STDOUT)
+                         for n in range(args.workers)]
+            parts: dict[str, list[Measured]] = {rate: [] for rate in urls}
+            for _ in range(4):
+                for rate, base in bases.items():
+                    parts[rate].append(run_wrk(wrk, work, base, "/v1/route", bodies_file, 32,
+                                               args.seconds / 4, args.rate))
+            drain_s = _stream_drained(client, prefix)
+            for process in processes:
+                process.terminate()
+            for process in processes:
+                process.wait(60)
+        engine = make_engine(urls["1"])
+        with engine.connect() as conn:
+            logged = conn.scalar(select(func.count()).select_from(decisions))
+            shadowed = conn.scalar(select(func.count()).select_from(decisions)
+                                   .where(decisions.c.shadow.is_not(None)))
+        engine.dispose()
+    finally:
+        for key in client.scan_iter(match=f"{prefix}*"):
+            client.delete(key)
+        client.close()
+    out: dict[str, object] = {"offered_per_s": args.rate, "workers": args.workers,
+                              "logged": logged, "with_shadow": shadowed,
+                              "drain_after_s": drain_s}
+    for rate, measured in parts.items():
+        out[rate] = {"requests_per_s": sum(m.requests for m in measured)
+                     / sum(m.seconds for m in measured),
+                     "p50_ms": statistics.median(m.p50_ms for m in measured),
+                     "p99_ms": statistics.median(m.p99_ms for m in measured),
+                     "errors": sum(sum(m.errors.values()) for m in measured)}
+    return out
+
+
 def _row(label: str, m: Measured) -> str:
     errors = sum(m.errors.values())
     return (f"| {label} | {m.requests / m.seconds:,.0f} | {m.p50_ms:.2f} ms | "
@@ -228,6 +302,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--model-dir", type=Path, default=ROOT / "models")
     parser.add_argument("--db", choices=("sqlite", "postgres"), default="sqlite")
     parser.add_argument("--json", type=Path, help="Also write the figures here.")
+    parser.add_argument("--rate", type=float, default=0.0,
+                        help="Offered requests/s for the sustained part (0: skip it).")
+    parser.add_argument("--workers", type=int, default=2,
+                        help="Shadow workers during the sustained part.")
     args = parser.parse_args(argv)
 
     prefix = f"sr-bench-{uuid.uuid4().hex[:12]}:"
@@ -251,6 +329,10 @@ def main(argv: list[str] | None = None) -> None:
                 fill_backlog(env, prefix, args.entries)
                 throughput = {n: worker_throughput(env, prefix, work, n, args.seconds)
                               for n in (1, 2)}
+            wrk = ensure_wrk(allow_install=True) if args.rate else None
+            if args.rate and wrk is None:
+                raise SystemExit("--rate needs wrk")
+            held = sustained(args, work, bodies_file, wrk) if wrk else None
         finally:
             client = redis.Redis.from_url(REDIS_URL)
             for key in client.scan_iter(match=f"{prefix}*"):
@@ -272,6 +354,20 @@ def main(argv: list[str] | None = None) -> None:
     print("|---|---|---|---|")
     for n, (rate_s, cpu, machine) in throughput.items():
         print(f"| {n} | {rate_s:,.0f} | {cpu:.2f} | {machine:.2f} |")
+    if held is not None:
+        print(f"\nsustained: {held['offered_per_s']:g} requests/s offered to each gateway, "
+              f"{args.seconds:g} s each with {held['workers']} shadow workers running:\n")
+        print("| shadow enqueue | requests/s | p50 | p99 | errors |")
+        print("|---|---|---|---|---|")
+        for rate, label in (("0", "off (sample rate 0)"), ("1", "on (sample rate 1)")):
+            row = held[rate]
+            assert isinstance(row, dict)
+            print(f"| {label} | {row['requests_per_s']:,.0f} | {row['p50_ms']:.2f} ms | "
+                  f"{row['p99_ms']:.2f} ms | {row['errors']} |")
+        print(f"\nrequests logged by the sampled gateway: {held['logged']:,}; with their "
+              f"shadow decision: {held['with_shadow']:,} (the stream drained "
+              f"{held['drain_after_s']:.1f} s after the load stopped)")
+        results["sustained"] = held
     results["latency"] = {rate: {k: {"requests_per_s": m.requests / m.seconds,
                                      "p50_ms": m.p50_ms, "p99_ms": m.p99_ms,
                                      "errors": sum(m.errors.values())}
