@@ -181,7 +181,7 @@ def calibrate(
         with console().status("fitting, certifying and measuring…"):
             result = run(ids, np.asarray([r.label for r in rows]), probabilities, model=bound,
                          options=options, now=datetime.now(UTC), excluded=excluded,
-                         labels_sha=data_sha(kept))
+                         labels_sha=data_sha(kept), texts=[r.text for r in rows])
         save_policy(result.policy, out)
     typer.echo(format_calibration(result, format_certification_notes(result.certifications)))
     typer.echo(f"wrote policy {result.policy.version} to {out}")

@@ -1,0 +1,57 @@
+"""The drift reference on real decisions: quiet on the test split, firing on shifted traffic.
+
+The reference is built as `calibrate` builds one (`calibration.drift.reference_for`), from
+the trained model's decisions on one half of the test split; the other half is a second
+sample of the same traffic, and `tests/fixtures/shifted_traffic.jsonl` is traffic unlike
+it. Run with `-s` to print both reports (the figures in docs/model.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from calibration.drift import reference_for
+from router.app.training import TrainResult
+from router.contracts import DriftReference
+from router.models.local.model import LocalRouteModel
+from router.routing.drift import compare, format_report
+from tests.traffic import shifted_texts, split_halves
+
+
+@pytest.fixture(scope="module")
+def model(trained: TrainResult) -> LocalRouteModel:
+    return LocalRouteModel.load(trained.model_path)
+
+
+def summarise(model: LocalRouteModel, trained: TrainResult, texts: Sequence[str],
+              source: str) -> DriftReference:
+    return reference_for(trained.policy, model.score_batch(list(texts)), texts, source=source)
+
+
+def test_quiet_on_the_test_split_and_firing_on_shifted_traffic(
+        model: LocalRouteModel, trained: TrainResult) -> None:
+    first, second = split_halves()
+    reference = summarise(model, trained, [r.text for r in first], "test split, first half")
+    quiet = compare(reference, summarise(model, trained, [r.text for r in second], "second"))
+    shifted = compare(reference, summarise(model, trained, shifted_texts(), "shifted"))
+    print("\ntest split, second half:\n" + format_report(quiet))
+    print("\nshifted sample:\n" + format_report(shifted))
+
+    assert quiet.verdict == "ok", format_report(quiet)
+    assert all(f.psi < 0.05 for f in quiet.features), format_report(quiet)
+    assert shifted.fires, format_report(shifted)
+    status = {f.feature: f.status for f in shifted.features}
+    assert status["length"] == "drift" and status["language"] == "drift", status
+
+
+def test_a_small_shifted_share_stays_below_drift(model: LocalRouteModel,
+                                                  trained: TrainResult) -> None:
+    """A tenth of shifted traffic in the test split's mix moves the figures, but a
+    threshold tuned to the noise of a few hundred rows is not crossed by it."""
+    first, second = split_halves()
+    reference = summarise(model, trained, [r.text for r in first], "test split, first half")
+    mixed = [r.text for r in second[:900]] + shifted_texts()
+    report = compare(reference, summarise(model, trained, mixed, "mixed"))
+    assert report.verdict in ("ok", "warn"), format_report(report)
