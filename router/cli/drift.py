@@ -48,7 +48,7 @@ def parse_since(value: str, *, now: datetime) -> datetime:
     return at if at.tzinfo else at.replace(tzinfo=UTC)
 
 
-def _active_policy(settings: Settings, engine: Engine) -> Policy:
+def active_policy(settings: Settings, engine: Engine) -> Policy:
     """The database's active version of the configured slot, else the policy file."""
     from router.storage.policy_db import PolicyDB, policy_slot
     from router.storage.policy_store import active_policy_path, load_policy
@@ -84,7 +84,7 @@ def drift(
     engine = make_engine(settings.resolved_database_url)
     try:
         migrate(engine)
-        chosen = load_policy(policy) if policy else _active_policy(settings, engine)
+        chosen = load_policy(policy) if policy else active_policy(settings, engine)
         report = drift_report(DecisionLog(engine), chosen, since=start, max_rows=max_rows)
     finally:
         engine.dispose()

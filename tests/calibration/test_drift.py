@@ -12,11 +12,13 @@ from collections.abc import Sequence
 
 import pytest
 
-from calibration.drift import reference_for
+from calibration.drift import drift_weights, reference_for
+from calibration.label import Item, select_items
 from router.app.training import TrainResult
 from router.contracts import DriftReference
+from router.errors import InvalidInput
 from router.models.local.model import LocalRouteModel
-from router.routing.drift import compare, format_report
+from router.routing.drift import compare, format_report, reference_from_decisions
 from tests.traffic import shifted_texts, split_halves
 
 
@@ -55,3 +57,30 @@ def test_a_small_shifted_share_stays_below_drift(model: LocalRouteModel,
     mixed = [r.text for r in second[:900]] + shifted_texts()
     report = compare(reference, summarise(model, trained, mixed, "mixed"))
     assert report.verdict in ("ok", "warn"), format_report(report)
+
+
+def english_reference(n: int = 400) -> DriftReference:
+    return reference_from_decisions(
+        confidences=[0.9] * n, routed=[True] * n, choices=["refund"] * n,
+        text_chars=[60 + i % 80 for i in range(n)], languages=["en"] * n)
+
+
+def test_drifted_sampling_puts_what_the_reference_lacked_first() -> None:
+    usual = [Item(id=f"u{i}", text=f"Please refund my order O-{1000 + i}, it arrived broken "
+                                   "and I would like my money back.") for i in range(60)]
+    new = [Item(id=f"n{i}", text="注文した商品が届きません。返金してください。" * 3)
+           for i in range(10)]
+    first = select_items([*usual, *new], sample="drifted", n=10, seed=1,
+                         reference=english_reference())
+    assert sum(item.id.startswith("n") for item in first) >= 8
+    again = select_items([*usual, *new], sample="drifted", n=10, seed=1,
+                         reference=english_reference())
+    assert again == first  # a resumed session continues the same sample
+    weights = drift_weights([usual[0].text, new[0].text], english_reference())
+    assert weights[1] > 100 * weights[0]
+
+
+def test_drifted_sampling_needs_a_reference() -> None:
+    with pytest.raises(InvalidInput) as caught:
+        select_items([Item(id="a", text="hello")], sample="drifted", n=None)
+    assert caught.value.code == "sample_needs_reference"
