@@ -284,6 +284,12 @@ class DriftReference(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> DriftReference:
+        # Recent traffic is binned with the fixed edges; a reference binned otherwise
+        # could not be compared with it.
+        if (self.confidence_edges != list(CONFIDENCE_EDGES)
+                or self.length_edges != list(LENGTH_EDGES)):
+            raise ValueError(f"bin edges must be confidence {list(CONFIDENCE_EDGES)} and "
+                             f"length {list(LENGTH_EDGES)}")
         if len(self.confidence) != len(self.confidence_edges) - 1:
             raise ValueError("one confidence count per bin between the edges")
         if len(self.length) != len(self.length_edges):

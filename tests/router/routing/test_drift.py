@@ -129,7 +129,8 @@ def test_the_reference_contract_refuses_inconsistent_counts() -> None:
     good = summary(10).model_dump()
     DriftReference.model_validate(good)
     for field, bad in (("confidence", [10]), ("routed", 11),
-                       ("languages", {"en": 9}), ("length", [10] + [0] * 3)):
+                       ("languages", {"en": 9}), ("length", [10] + [0] * 3),
+                       ("length_edges", [0, 10, 100]), ("confidence_edges", [])):
         with pytest.raises(ValidationError):
             DriftReference.model_validate({**good, field: bad})
     with pytest.raises(ValidationError):
