@@ -8,6 +8,7 @@ it. Run with `-s` to print both reports (the figures in docs/model.md).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 import pytest
@@ -84,3 +85,22 @@ def test_drifted_sampling_needs_a_reference() -> None:
     with pytest.raises(InvalidInput) as caught:
         select_items([Item(id="a", text="hello")], sample="drifted", n=None)
     assert caught.value.code == "sample_needs_reference"
+
+
+def test_the_reference_train_writes_is_quiet_on_the_test_split(
+        model: LocalRouteModel, trained: TrainResult) -> None:
+    """The reference `train` records (out-of-fold decisions on the train and calibration
+    rows) against the final model's decisions on the whole test split, and on shifted
+    traffic."""
+    if os.environ.get("SUPPORT_ROUTER_TEST_TRAINED_DIR") and trained.policy.reference is None:
+        pytest.skip("the reused model folder was trained before policies carried a reference")
+    reference = trained.policy.reference
+    assert reference is not None
+    first, second = split_halves()
+    test_texts = [r.text for r in first + second]
+    quiet = compare(reference, summarise(model, trained, test_texts, "test split"))
+    shifted = compare(reference, summarise(model, trained, shifted_texts(), "shifted"))
+    print("\ntest split against train's reference:\n" + format_report(quiet))
+    print("\nshifted sample against train's reference:\n" + format_report(shifted))
+    assert quiet.verdict == "ok", format_report(quiet)
+    assert shifted.fires, format_report(shifted)
