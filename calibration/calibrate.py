@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -25,6 +26,7 @@ from calibration.certify import (
     rows_needed,
     walk_start_count,
 )
+from calibration.drift import with_reference
 from calibration.intervals import bootstrap_calibration, bootstrap_routing
 from calibration.metrics import (
     calibration_summary,
@@ -48,6 +50,7 @@ from router.contracts import (
     PolicyData,
     PolicyModel,
     Route,
+    RouteScores,
 )
 from router.errors import CalibrationError
 
@@ -107,6 +110,7 @@ def calibrate(
     now: datetime,
     excluded: np.ndarray | None = None,
     labels_sha: str | None = None,
+    texts: Sequence[str] | None = None,
 ) -> CalibrationResult:
     """Fit the calibrator, certify the threshold(s) and measure on the test part.
 
@@ -124,6 +128,9 @@ def calibrate(
         Rows never to use (the model's training rows).
     labels_sha : str, optional
         Content hash of the labelled rows, recorded in the artifact.
+    texts : sequence of str, shape (n,), optional
+        The rows' texts: when given, the policy carries the drift reference of its
+        certify rows (their length and language guess; `calibration.drift`).
 
     Returns
     -------
@@ -145,6 +152,11 @@ def calibrate(
     policy = _policy(certifications, calibrator, model, parts, options, now, labels_sha)
     before, after, metrics = _test_metrics(labels, y, probabilities, parts.test, policy, options)
     policy = policy.model_copy(update={"metrics_test": metrics})
+    if texts is not None:
+        certify = parts.certify.tolist()
+        policy = with_reference(
+            policy, RouteScores.from_probability_rows(model.name, probabilities[certify]),
+            [texts[i] for i in certify], source=f"decisions on {len(certify)} certify rows")
     return CalibrationResult(policy, parts, certifications, before, after)
 
 

@@ -30,6 +30,8 @@ from rich.console import Console
 from rich.markdown import Markdown
 from rich.markup import escape
 
+from calibration.drift import drift_weights
+from router.contracts import DriftReference
 from router.errors import InvalidInput
 
 LABEL_KEYS = {"r": "refund", "a": "account", "o": "other", "u": "unclear",
@@ -37,7 +39,7 @@ LABEL_KEYS = {"r": "refund", "a": "account", "o": "other", "u": "unclear",
 SKIP, UNDO, QUIT, GUIDE = "s", "z", "q", "?"
 KEY_HELP = ("r refund · a account · o other · u unclear · s skip · z undo · "
             "? guide · q quit")
-Sample = Literal["random", "uncertainty", "disagreement", "stratified"]
+Sample = Literal["random", "uncertainty", "disagreement", "stratified", "drifted"]
 
 
 @dataclass(frozen=True)
@@ -100,19 +102,31 @@ def items_from_rows(rows: Iterable[object], *, source: str) -> list[Item]:
     return items
 
 
-def select_items(items: Sequence[Item], *, sample: Sample, n: int | None, seed: int = 0
-                 ) -> list[Item]:
+def select_items(items: Sequence[Item], *, sample: Sample, n: int | None, seed: int = 0,
+                 reference: DriftReference | None = None) -> list[Item]:
     """Which requests to label, in order; deterministic for a seed, so a resumed session
     continues the same sample.
 
     random: shuffled; uncertainty: least confident model answer first; disagreement:
     only requests where the model and the shadow model chose differently; stratified:
-    round-robin over the model's choices, so rare routes get labels too.
+    round-robin over the model's choices, so rare routes get labels too; drifted: a
+    random order weighted by how much more common each request's length and language
+    are here than in the policy's certification rows (`reference`;
+    `calibration.drift.drift_weights`), so what a drifted window added comes first.
     """
     rng = random.Random(seed)
     pool = list(items)
     if sample == "random":
         rng.shuffle(pool)
+    elif sample == "drifted":
+        if reference is None:
+            raise InvalidInput("drifted sampling needs the policy's drift reference; run "
+                               "calibrate to record one", code="sample_needs_reference")
+        weights = drift_weights([item.text for item in pool], reference)
+        # Weighted sampling without replacement (Efraimidis–Spirakis): sort by u^(1/w).
+        keys = [rng.random() ** (1.0 / w) for w in weights]
+        pool = [item for _, item in sorted(zip(keys, pool, strict=True),
+                                           key=lambda pair: -pair[0])]
     elif sample == "uncertainty":
         if any(item.model_confidence is None for item in pool):
             raise InvalidInput("uncertainty sampling needs the model's confidence on every row "
@@ -137,8 +151,8 @@ def select_items(items: Sequence[Item], *, sample: Sample, n: int | None, seed: 
         pool = [g[i] for i in range(max(map(len, ordered), default=0)) for g in ordered
                 if i < len(g)]
     else:
-        raise InvalidInput(f"sample {sample!r}; use random, uncertainty, disagreement or "
-                           "stratified", code="bad_sample")
+        raise InvalidInput(f"sample {sample!r}; use random, uncertainty, disagreement, "
+                           "stratified or drifted", code="bad_sample")
     return pool if n is None else pool[:n]
 
 

@@ -252,6 +252,60 @@ class PolicyData(BaseModel):
     n_test: int = Field(default=0, ge=0)
 
 
+CONFIDENCE_EDGES: tuple[float, ...] = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+"""Fixed bin edges of the confidence distribution (the last bin includes 1.0)."""
+
+LENGTH_EDGES: tuple[int, ...] = (0, 16, 32, 64, 128, 256, 512, 1024, 2048)
+"""Fixed, log-spaced lower edges (characters) of the text-length bins; the last is open."""
+
+
+class DriftReference(BaseModel):
+    """What the certification rows looked like, to compare recent traffic with
+    (`router.routing.drift`): counts per fixed bin or category, never a text.
+
+    Counts rather than shares, so a test can weigh how many rows each share rests on.
+    Built from the model's decisions on the held-out rows a policy was certified on,
+    with the same message features the decision log records
+    (`router.storage.message_features`).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    n: int = Field(ge=1)
+    confidence_edges: list[float] = Field(default_factory=lambda: list(CONFIDENCE_EDGES))
+    confidence: list[int]
+    routed: int = Field(ge=0)
+    """Decisions routed to a queue; the rest were clarifying questions."""
+    length_edges: list[int] = Field(default_factory=lambda: list(LENGTH_EDGES))
+    length: list[int]
+    languages: dict[str, int]
+    predicted: dict[str, int]
+    """The model's choice (before the threshold), by route."""
+    source: str = ""
+    """Which rows the counts come from, in words."""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> DriftReference:
+        # Recent traffic is binned with the fixed edges; a reference binned otherwise
+        # could not be compared with it.
+        if (self.confidence_edges != list(CONFIDENCE_EDGES)
+                or self.length_edges != list(LENGTH_EDGES)):
+            raise ValueError(f"bin edges must be confidence {list(CONFIDENCE_EDGES)} and "
+                             f"length {list(LENGTH_EDGES)}")
+        if len(self.confidence) != len(self.confidence_edges) - 1:
+            raise ValueError("one confidence count per bin between the edges")
+        if len(self.length) != len(self.length_edges):
+            raise ValueError("one length count per lower edge")
+        if self.routed > self.n:
+            raise ValueError("routed exceeds n")
+        for name, counts in (("confidence", self.confidence), ("length", self.length),
+                             ("languages", list(self.languages.values())),
+                             ("predicted", list(self.predicted.values()))):
+            if any(c < 0 for c in counts) or sum(counts) != self.n:
+                raise ValueError(f"{name} counts must be >= 0 and sum to n")
+        return self
+
+
 class Policy(BaseModel):
     """The versioned policy artifact: model + calibrator + threshold, and how they were chosen.
 
@@ -273,6 +327,8 @@ class Policy(BaseModel):
     data: PolicyData = Field(default_factory=PolicyData)
     metrics_test: dict[str, Any] = Field(default_factory=dict)
     notes: str = ""
+    reference: DriftReference | None = None
+    """The certification rows' distributions, for the drift monitor (None: none recorded)."""
 
 
 # -- online experiments (assignment and shadows: router.routing.experiments) ----------

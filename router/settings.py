@@ -123,6 +123,12 @@ class Settings(BaseSettings):
     # How often each worker reads the active policy pointer in the database (one row);
     # a publish or rollback reaches every worker and host within this plus one read.
     policy_poll_s: float = Field(default=1.0, ge=0.05, le=300.0)
+    # The drift gauges in /metrics (router/app/drift.py): the active policy's model
+    # decisions of the last drift_window_s seconds (the newest drift_max_rows of them),
+    # computed when /metrics is scraped and at most once every drift_refresh_s.
+    drift_window_s: float = Field(default=3600.0, ge=60.0)
+    drift_refresh_s: float = Field(default=30.0, ge=0.0)
+    drift_max_rows: int = Field(default=5000, ge=100)
 
     # What a connection may cost before the app sees a request (router/gateway/server.py).
     # The server (granian) holds at most max_request_head_bytes of request line and

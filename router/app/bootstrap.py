@@ -19,6 +19,7 @@ from pathlib import Path
 from sqlalchemy import Engine
 
 from handlers.desk import SupportDesk, build_desk
+from router.app.drift import DriftGauges
 from router.app.experiment_sync import ExperimentFollower
 from router.app.policy_sync import PolicyFollower
 from router.app.services import Services
@@ -298,15 +299,18 @@ def open_desk(settings: Settings, engine: Engine) -> SupportDesk:
 def build_services(settings: Settings) -> Services:
     engine = make_engine(settings.resolved_database_url)
     desk = open_desk(settings, engine)
-    router = build_router(settings, DecisionLog(engine))
+    log = DecisionLog(engine)
+    router = build_router(settings, log)
     policies = PolicyFollower(PolicyDB(engine, policy_slot(settings)), router,
                               policy_file=active_policy_path(settings),
                               poll_s=settings.policy_poll_s)
     experiments = ExperimentFollower(
         ExperimentDB(engine), router, load=lambda config: load_experiment(settings, config),
         seed=settings.experiment, poll_s=settings.policy_poll_s)
+    drift = DriftGauges(log, lambda: router.primary.policy, window_s=settings.drift_window_s,
+                        refresh_s=settings.drift_refresh_s, max_rows=settings.drift_max_rows)
     services = Services(settings=settings, engine=engine, router=router, desk=desk,
-                        policies=policies, experiments=experiments)
+                        policies=policies, experiments=experiments, drift=drift)
     policies.start()  # the database's active policy from here on, in every worker
     experiments.start()  # and its running experiment
     services.ready = True

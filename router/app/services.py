@@ -8,6 +8,7 @@ from sqlalchemy import Engine
 
 from handlers.desk import SupportDesk
 from router.app.conversation import Conversation
+from router.app.drift import DriftGauges
 from router.app.experiment_sync import ExperimentFollower
 from router.app.policy_sync import PolicyFollower
 from router.routing.service import RouterService
@@ -25,6 +26,8 @@ class Services:
     """The primary policy as the database names it: publish, rollback, reload, polling."""
     experiments: ExperimentFollower
     """The experiment the database marks running: start, stop, polling."""
+    drift: DriftGauges
+    """The drift gauges of `/metrics`, over the primary policy's recent decisions."""
     ready: bool = False
     conversation: Conversation = field(init=False)
     """The message use case over `router` and `desk`."""

@@ -26,6 +26,7 @@ from calibration.data import (
     select_split,
     steering_marks,
 )
+from calibration.drift import with_reference
 from router.contracts import (
     ROUTES,
     Backend,
@@ -211,6 +212,9 @@ def train_local(
             f"{DEFAULT_DELTA:g}) on out-of-fold scores of {len(threshold_rows)} labelled rows"
         ),
     )
+    policy = with_reference(policy, scores, texts,
+                            source=f"out-of-fold decisions on {len(threshold_rows)} train and "
+                                   "calibration rows")
     save_policy(policy, policy_path)
     starting(len(stages))
     return TrainResult(model_path, policy_path, sha, policy)

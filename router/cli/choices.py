@@ -20,7 +20,7 @@ TrainBackend = Literal["local", "e5"]
 CalibratorKind = Literal["none", "temperature", "isotonic"]
 """`router.contracts.CalibratorKind`."""
 
-Sample = Literal["random", "uncertainty", "disagreement", "stratified"]
+Sample = Literal["random", "uncertainty", "disagreement", "stratified", "drifted"]
 """`calibration.label.Sample`: how `label` picks the requests to label."""
 
 ReportPart = Literal["test", "all"]

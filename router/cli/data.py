@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from calibration.calibrate import CalibrationResult
     from calibration.data import LabelledRow
     from calibration.predictions import Predictions
-    from router.contracts import Policy
+    from router.contracts import DriftReference, Policy
     from router.settings import Settings
     from router.storage.policy_db import PolicyDB
 
@@ -181,7 +181,7 @@ def calibrate(
         with console().status("fitting, certifying and measuring…"):
             result = run(ids, np.asarray([r.label for r in rows]), probabilities, model=bound,
                          options=options, now=datetime.now(UTC), excluded=excluded,
-                         labels_sha=data_sha(kept))
+                         labels_sha=data_sha(kept), texts=[r.text for r in rows])
         save_policy(result.policy, out)
     typer.echo(format_calibration(result, format_certification_notes(result.certifications)))
     typer.echo(f"wrote policy {result.policy.version} to {out}")
@@ -318,7 +318,8 @@ def label(
             items = items_from_rows(iter_jsonl(input_file), source=input_file.name)
         else:
             items = items_from_rows(_decision_rows(since, redact_text=False), source="decisions")
-        chosen = select_items(items, sample=sample, n=n, seed=seed)
+        reference = _active_reference() if sample == "drifted" else None
+        chosen = select_items(items, sample=sample, n=n, seed=seed, reference=reference)
         done = {row.id for row in load_labelled(out)} if out.exists() else set()
         keys = stdin_keys()
         with contextlib.closing(keys):
@@ -326,6 +327,21 @@ def label(
                                 guide=read_guide(guide), console=console(),
                                 clock=lambda: datetime.now(UTC))
     typer.echo(f"labelled {state.labelled} this session; labels in {out}")
+
+
+def _active_reference() -> DriftReference | None:
+    """The drift reference of the active policy (the database's, else the policy file's)."""
+    from router.cli.drift import active_policy
+    from router.settings import get_settings
+    from router.storage.db import make_engine, migrate
+
+    settings = get_settings()
+    engine = make_engine(settings.resolved_database_url)
+    try:
+        migrate(engine)
+        return active_policy(settings, engine).reference
+    finally:
+        engine.dispose()
 
 
 def _decision_rows(since: datetime | None, *, redact_text: bool) -> list[dict]:

@@ -21,6 +21,7 @@ from router.cli.choices import Backend, TrainBackend
 from router.cli.compare import register as register_compare_commands
 from router.cli.data import register as register_data_commands
 from router.cli.desk import approvals_app, tasks_app
+from router.cli.drift import register as register_drift_command
 from router.cli.experiments import experiment_app
 from router.cli.fallback import fallback_app
 from router.cli.keys import keys_app
@@ -243,6 +244,7 @@ def eval_command(
 register_data_commands(app)
 register_compare_commands(app)
 register_shadow_commands(app)
+register_drift_command(app)
 app.add_typer(approvals_app, name="approvals")
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(fallback_app)

@@ -38,6 +38,7 @@ from sqlalchemy import (
     DateTime,
     Engine,
     Float,
+    Integer,
     MetaData,
     String,
     Table,
@@ -49,6 +50,7 @@ from sqlalchemy import (
 
 from router.contracts import Decision
 from router.storage.db import migrate, read_connection
+from router.storage.message_features import guess_language, text_chars
 
 metadata = MetaData()
 
@@ -72,11 +74,16 @@ decisions = Table(
     Column("variant", String(64)),
     Column("shadow", Text),
     Column("outcome", String(32)),
+    # The message's form for the drift monitor, so it never needs to read `text`.
+    Column("text_chars", Integer),
+    Column("lang", String(8)),
 )
 
 
 # One statement with bound parameters, so SQLAlchemy compiles it once, not per row.
 _INSERT = insert(decisions)
+MODEL_REASONS = ("confident", "below_threshold", "unclear")
+"""The reasons of decisions the policy's threshold made from the model's scores."""
 MAX_BATCH = 256
 """Rows per group commit at most: bounds one transaction's size (and lock hold time)."""
 
@@ -295,6 +302,8 @@ class DecisionLog:
             "experiment": experiment,
             "variant": decision.variant,
             "outcome": outcome,
+            "text_chars": text_chars(text),
+            "lang": guess_language(text),
         }
 
     def append(
@@ -400,3 +409,22 @@ class DecisionLog:
             query = query.where(decisions.c.experiment == experiment)
         with read_connection(self._engine) as conn:
             return [dict(r._mapping) for r in conn.execute(query)]
+
+    def feature_rows(self, *, policy_version: str, since: datetime,
+                     limit: int) -> list[dict[str, Any]]:
+        """The newest `limit` model decisions of one policy version since `since`, with only
+        what the drift monitor reads: never the text.
+
+        Model decisions are the ones a policy's threshold made (`confident`,
+        `below_threshold`, `unclear`): rule decisions and fallback answers are left out,
+        as they are of the certification rows.
+        """
+        c = decisions.c
+        query = (select(c.confidence, c.route, c.choice, c.text_chars, c.lang)
+                 .where(c.policy_version == policy_version, c.created_at >= since,
+                        c.reason.in_(MODEL_REASONS), c.confidence.is_not(None),
+                        c.text_chars.is_not(None))
+                 .order_by(c.created_at.desc()).limit(limit))
+        with read_connection(self._engine) as conn:
+            return [dict(r._mapping) for r in conn.execute(query)]
+

@@ -126,6 +126,29 @@ SHADOW_DROPPED = Counter(
     "mode without Redis) was full.",
 )
 
+# The drift monitor's last verdict (router/app/drift.py). Every worker that is scraped
+# computes the same figures from the shared decision log, so with several workers the
+# freshest computation is the one to show.
+DRIFT_PSI = Gauge(
+    "support_router_drift_psi",
+    "Population stability index of one feature of the active policy's recent model "
+    "decisions against its certification rows (0.1: moderate shift, 0.25: drift).",
+    ["feature"],
+    multiprocess_mode="mostrecent",
+)
+DRIFT_STATUS = Gauge(
+    "support_router_drift_status",
+    "Drift status per feature and overall (feature=\"overall\"): 0 ok, 1 warn, 2 drift, "
+    "-1 not enough recent traffic, -2 the active policy carries no reference.",
+    ["feature"],
+    multiprocess_mode="mostrecent",
+)
+DRIFT_RECENT = Gauge(
+    "support_router_drift_recent_decisions",
+    "Model decisions of the active policy in the drift window (the rows compared).",
+    multiprocess_mode="mostrecent",
+)
+
 BREAKER_VALUES: dict[BreakerState, int] = {"closed": 0, "half_open": 1, "open": 2}
 
 _Metric = TypeVar("_Metric", bound="MetricWrapperBase")
@@ -195,6 +218,24 @@ def track_breaker(model: str, breaker: Breaker) -> None:
     gauge = _child(BREAKER_STATE, model)
     breaker.on_state_change = lambda state: gauge.set(BREAKER_VALUES[state])
     gauge.set(BREAKER_VALUES[breaker.state])
+
+
+def export_drift(overall: int, features: dict[str, tuple[float, int]], n_recent: int) -> None:
+    """Set the drift gauges: the overall status, and each feature's (PSI, status).
+
+    A feature without figures (not enough traffic, no reference) keeps no PSI sample of
+    an earlier verdict: its PSI reads NaN, so an alert on PSI cannot fire on stale data.
+    """
+    _child(DRIFT_STATUS, "overall").set(overall)
+    DRIFT_RECENT.set(n_recent)
+    for feature in DRIFT_FEATURES:
+        value, status = features.get(feature, (float("nan"), overall))
+        _child(DRIFT_PSI, feature).set(value)
+        _child(DRIFT_STATUS, feature).set(status)
+
+
+DRIFT_FEATURES = ("confidence", "routed", "length", "language", "predicted")
+"""`router.routing.drift.FEATURES` (a layer above telemetry): the feature label's values."""
 
 
 def refresh_breakers() -> None:

@@ -112,3 +112,21 @@ def test_isotonic_needs_a_thousand_fit_rows() -> None:
     result = calibrate(ids, labels, probs, model=MODEL, now=NOW,
                        options=CalibrateOptions(alpha=0.1, recalibrate="isotonic", n_boot=50))
     assert set(result.policy.calibrator.params) == set(ROUTES)
+
+
+def test_the_policy_carries_the_drift_reference_of_its_certify_rows() -> None:
+    ids, labels, probs = synthetic(3000)
+    texts = [("Refund please. " if i % 3 else "Where is my parcel? ") * (1 + i % 7)
+             for i in range(len(ids))]
+    options = CalibrateOptions(alpha=0.1, delta=0.05, n_boot=50)
+    result = calibrate(ids, labels, probs, model=MODEL, options=options, now=NOW, texts=texts)
+    reference = result.policy.reference
+    assert reference is not None and reference.n == len(result.parts.certify)
+    certify = result.parts.certify
+    scored = score_with_policy(probs[certify], result.policy)
+    assert reference.routed == int(scored.routed.sum())  # decided as the gateway decides
+    assert reference.languages == {"en": len(certify)}
+    assert sum(reference.length) == len(certify)
+    assert "certify rows" in reference.source
+    without = calibrate(ids, labels, probs, model=MODEL, options=options, now=NOW)
+    assert without.policy.reference is None

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
-from router.app.training import CROSS_FIT_METHOD, DEFAULT_DELTA, certify_default_threshold
+from router.app.training import (
+    CROSS_FIT_METHOD,
+    DEFAULT_DELTA,
+    TrainResult,
+    certify_default_threshold,
+)
 from router.contracts import ROUTES, RouteScores
 
 
@@ -41,3 +48,16 @@ def test_too_few_rows_give_the_strictest_threshold_and_no_guarantee(n: int) -> N
     """Eleven rows with one misroute certify nothing; 211 rows observe 0.5% at 0.34 but
     are too few to promise 2%."""
     assert certify_default_threshold(LABELS[:n], PREDICTED[:n]) == (0.99, None)
+
+
+def test_the_trained_policy_carries_the_drift_reference_of_its_threshold_rows(
+        trained: TrainResult) -> None:
+    """`train` summarises the out-of-fold decisions it certified the threshold on."""
+    if os.environ.get("SUPPORT_ROUTER_TEST_TRAINED_DIR") and trained.policy.reference is None:
+        pytest.skip("the reused model folder was trained before policies carried a reference")
+    reference = trained.policy.reference
+    assert reference is not None
+    assert reference.n == trained.policy.data.n_certify
+    assert 0 < reference.routed < reference.n
+    assert len(reference.languages) >= 12  # every language of the routing data
+    assert "out-of-fold" in reference.source

@@ -85,7 +85,7 @@ def test_a_sub_group_on_its_own_has_the_boundary_too() -> None:
         (["calibrate", "--predictions", "p", "--labels", "l", "--out", "o",
           "--recalibrate", "platt"], "--recalibrate", "'none', 'temperature', 'isotonic'"),
         (["label", "--out", "o", "--annotator", "a", "--input", "i", "--sample", "first"],
-         "--sample", "'random', 'uncertainty', 'disagreement', 'stratified'"),
+         "--sample", "'random', 'uncertainty', 'disagreement', 'stratified', 'drifted'"),
         (["approvals", "list", "--status", "pending"], "--status",
          "'held', 'approved', 'rejected', 'closed', 'all'"),
         (["approvals", "decide", "op-1", "perhaps", "--supervisor", "m"], "decision",

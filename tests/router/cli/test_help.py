@@ -79,7 +79,7 @@ def test_train_help_shows_the_e5_extra_literally() -> None:
         (["eval"], "--backend <local|e5|typesafe>"),
         (["score"], "--backend <local|e5|typesafe>"),
         (["calibrate"], "--recalibrate <none|temperature|isotonic>"),
-        (["label"], "--sample <random|uncertainty|disagreement|stratified>"),
+        (["label"], "--sample <random|uncertainty|disagreement|stratified|drifted>"),
         (["approvals", "list"], "--status <held|approved|rejected|closed|all>"),
         (["approvals", "decide"], "decision <approve|reject>"),
         (["keys", "new"], "--role <gateway|agent|supervisor|admin>"),

@@ -82,3 +82,22 @@ def test_a_request_id_is_logged_once(log: DecisionLog) -> None:
     with pytest.raises(IntegrityError):
         log.append(_decision("same", 1), text="t")
     assert len(log.rows()) == 1
+
+
+def test_each_row_records_the_message_form_and_feature_rows_read_only_that(
+        log: DecisionLog) -> None:
+    """What the drift monitor reads: length and language guess, never the text; only the
+    model decisions of the asked policy version in the window, newest first."""
+    log.append(_decision("a", 0), text="Bitte erstatten Sie mir das Geld für die Jacke.")
+    log.append(_decision("b", 5), text="where is my parcel")
+    log.append(_decision("c", 6).model_copy(update={"reason": "rule:kind"}), text="refund")
+    log.append(_decision("d", 7).model_copy(update={"policy_version": "p2"}), text="x y")
+    log.append(_decision("old", -60), text="too early")
+    rows = log.feature_rows(policy_version="p1", since=T0, limit=10)
+    assert rows == [
+        {"confidence": pytest.approx(0.6), "route": "refund", "choice": "refund",
+         "text_chars": 18, "lang": "en"},
+        {"confidence": pytest.approx(0.6), "route": "refund", "choice": "refund",
+         "text_chars": 47, "lang": "de"},
+    ]
+    assert log.feature_rows(policy_version="p1", since=T0, limit=1)[0]["text_chars"] == 18
