@@ -44,11 +44,25 @@ REDIS_URL = os.environ.get("SUPPORT_ROUTER_TEST_REDIS_URL", "redis://127.0.0.1:6
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """pytest-xdist keys tests by node id: two tests sharing one would run only once."""
+    """pytest-xdist keys tests by node id: two tests sharing one would run only once.
+
+    Files whose tests need no trained model run first: while one xdist worker trains the
+    session's model, the others run them instead of waiting on its lock. Of the rest,
+    the end-to-end files (the longest) go first, so no worker is left alone at the end
+    with a long one. The order within a file is kept."""
     counts = Counter(item.nodeid for item in items)
     shared = sorted(nodeid for nodeid, count in counts.items() if count > 1)
     if shared:
         raise pytest.UsageError(f"tests share a node id (give them ids): {shared[:5]}")
+    needs_model = {item.path for item in items if "trained" in item.fixturenames}
+    end_to_end = Path(__file__).parent / "e2e"
+
+    def rank(item: pytest.Item) -> int:
+        if item.path not in needs_model:
+            return 0
+        return 1 if end_to_end in item.path.parents else 2
+
+    items.sort(key=rank)  # stable: collection order within each rank
 
 
 def in_ci() -> bool:
