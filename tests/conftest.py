@@ -170,7 +170,8 @@ def trained(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> TrainRe
     Under pytest-xdist the workers share one folder: the first to take the lock trains
     (about two minutes), the others wait and load what it wrote. A developer iterating on
     code that does not touch training may point `SUPPORT_ROUTER_TEST_TRAINED_DIR` at a
-    folder `train` wrote (it must hold `policy.json`); CI never sets it.
+    folder `train` wrote (it must hold `policy.json`, with the drift `reference` this
+    version of `train` records); CI never sets it.
     """
     reused = os.environ.get("SUPPORT_ROUTER_TEST_TRAINED_DIR")
     base = tmp_path_factory.getbasetemp()
