@@ -17,10 +17,11 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import httpx
 import pytest
@@ -177,3 +178,34 @@ def gateways_on(database_url: str, trained: TrainResult, tmp_path: Path, *,
         for gateway in gateways:
             if gateway.process is not None:
                 gateway.stop()
+
+
+FOLLOW_POLL_S = 0.5
+"""The poll interval of `following_gateways` (tests/e2e/conftest.py)."""
+FOLLOW_BOUND_S = FOLLOW_POLL_S + 1.5
+"""A change made on one gateway must be served by every one this long after it returned."""
+AFTER_BOUND_REQUESTS = 40
+
+
+def route(gateway: GatewayProcess, body: dict[str, Any]) -> dict[str, Any]:
+    """The decision `/v1/route` answers, on a new connection."""
+    answer = httpx.post(f"{gateway.url}/v1/route", json=body, timeout=30)
+    assert answer.status_code == 200, answer.text
+    decision: dict[str, Any] = answer.json()
+    return decision
+
+
+def decisions_after_the_bound(gateways: Sequence[GatewayProcess], field: str, value: object,
+                              since: float,
+                              body: Callable[[str], dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each gateway's decisions carry `field` == `value` within FOLLOW_BOUND_S of `since`;
+    then the decisions of AFTER_BOUND_REQUESTS requests sent to the gateways in turn after
+    the bound. `body(unit)` is a request's body, `unit` naming it ("probe", "c-<n>")."""
+    for gateway in gateways:
+        while (seen := route(gateway, body("probe"))[field]) != value:
+            assert time.monotonic() - since < FOLLOW_BOUND_S, \
+                f"{gateway.url} still serves {field} {seen}, {FOLLOW_BOUND_S} s after the change"
+            time.sleep(0.02)
+    time.sleep(max(0.0, since + FOLLOW_BOUND_S - time.monotonic()))
+    return [route(gateways[i % len(gateways)], body(f"c-{i}"))
+            for i in range(AFTER_BOUND_REQUESTS)]

@@ -9,8 +9,14 @@ e-mails with signatures and quoted replies.
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 
 from calibration.data import LabelledRow, id_fraction, load_labelled, select_split
+from calibration.drift import with_reference
+from router.app.training import TrainResult
+from router.models.local.model import LocalRouteModel
+from router.storage.policy_store import save_policy
 from tests.paths import DATASETS, REPO_ROOT
 
 SHIFTED = REPO_ROOT / "tests" / "fixtures" / "shifted_traffic.jsonl"
@@ -30,3 +36,19 @@ def split_halves() -> tuple[list[LabelledRow], list[LabelledRow]]:
 def shifted_texts() -> list[str]:
     with SHIFTED.open(encoding="utf-8") as handle:
         return [json.loads(line)["text"] for line in handle if line.strip()]
+
+
+def model_folder_with_reference(trained: TrainResult, folder: Path, *,
+                                version: str | None = None) -> Path:
+    """`folder` with the session's model and its policy (renamed to `version`, if given)
+    carrying a reference built from the model's decisions on the first half of the test
+    split; returns the policy's path."""
+    folder.mkdir()
+    shutil.copy(trained.model_path, folder / trained.model_path.name)
+    texts = [r.text for r in split_halves()[0]]
+    scores = LocalRouteModel.load(trained.model_path).score_batch(texts)
+    policy = (trained.policy if version is None
+              else trained.policy.model_copy(update={"version": version}))
+    path = folder / "policy.json"
+    save_policy(with_reference(policy, scores, texts, source="test split, first half"), path)
+    return path

@@ -7,18 +7,14 @@ test split; the traffic is the shifted sample of `tests/fixtures/shifted_traffic
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from calibration.drift import with_reference
 from router.app.training import TrainResult
-from router.models.local.model import LocalRouteModel
-from router.storage.policy_store import save_policy
 from tests.servers import GatewayProcess, gateway_env
-from tests.traffic import shifted_texts, split_halves
+from tests.traffic import model_folder_with_reference, shifted_texts
 
 START_TIMEOUT_S = 300
 SCRAPES = 8
@@ -37,15 +33,8 @@ def overall_status(url: str) -> float:
 
 def test_every_worker_reports_the_drift_of_the_shared_log(trained: TrainResult,
                                                           tmp_path: Path) -> None:
-    model_dir = tmp_path / "models"
-    model_dir.mkdir()
-    shutil.copy(trained.model_path, model_dir / trained.model_path.name)
-    first, _ = split_halves()
-    texts = [r.text for r in first]
-    scores = LocalRouteModel.load(trained.model_path).score_batch(texts)
-    save_policy(with_reference(trained.policy, scores, texts, source="test split, first half"),
-                model_dir / "policy.json")
-    env = gateway_env(model_dir, model_dir / "policy.json", tmp_path / "var",
+    policy_path = model_folder_with_reference(trained, tmp_path / "models")
+    env = gateway_env(policy_path.parent, policy_path, tmp_path / "var",
                       rate_limit_per_s="0", drift_refresh_s="0")
     (tmp_path / "prometheus").mkdir()  # it must exist before the processes start
     env["PROMETHEUS_MULTIPROC_DIR"] = str(tmp_path / "prometheus")

@@ -32,14 +32,13 @@ import pytest
 import redis
 
 from router.app.training import TrainResult
-from router.contracts import ExperimentConfig, VariantConfig
 from router.routing.shadows import sampled
 from router.storage.db import make_engine
 from router.storage.decision_log import DecisionLog
-from router.storage.policy_store import load_policy
 from router.storage.shadow_stream import GROUP, stream_key
 from tests.paths import REPO_ROOT
 from tests.servers import GatewayProcess, gateway_env
+from tests.shadows import strict_shadow_experiment
 
 START_TIMEOUT_S = 180.0
 SCORED_TIMEOUT_S = 90.0
@@ -82,14 +81,7 @@ class WorkerProcess:
 @pytest.fixture
 def setup(trained: TrainResult, tmp_path: Path, redis_url: str,
           redis_prefix: str) -> Iterator[Callable[..., dict[str, str]]]:
-    strict = load_policy(trained.policy_path).model_copy(update={"version": "strict",
-                                                                 "threshold": 0.99})
-    strict_path = tmp_path / "strict.json"
-    strict_path.write_text(strict.model_dump_json())
-    experiment = ExperimentConfig(
-        name="shadowed", variants=[VariantConfig(name="live")],
-        shadows=[VariantConfig(name="strict", model=str(trained.model_path),
-                               policy=strict_path)])
+    experiment = strict_shadow_experiment(trained, tmp_path)
 
     def env(**settings: str) -> dict[str, str]:
         return gateway_env(trained.model_path.parent, trained.policy_path, tmp_path / "var",

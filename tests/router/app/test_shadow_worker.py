@@ -22,7 +22,7 @@ import redis
 from router.app.bootstrap import load_variant
 from router.app.shadow_worker import ShadowConsumer, VariantCache
 from router.app.training import TrainResult
-from router.contracts import ExperimentConfig, VariantConfig
+from router.contracts import ExperimentConfig
 from router.models.local.model import LocalRouteModel
 from router.routing.rules import RouteRequest
 from router.routing.service import BoundModel, LiveExperiment, RouterService, score_shadows
@@ -34,6 +34,7 @@ from router.storage.policy_store import load_policy
 from router.storage.shadow_stream import ShadowStreamReader, ShadowStreamWriter, stream_key
 from router.telemetry.metrics import SHADOW_ENQUEUE_ERRORS
 from tests.servers import free_port
+from tests.shadows import strict_shadow_experiment
 
 TEXTS = ["Please refund my broken kettle, O-1001", "how do I change my email address",
          "where is my parcel", "hmm", "I want my money back for the scooter",
@@ -52,14 +53,7 @@ def log(any_db_url: str) -> Iterator[DecisionLog]:
 
 @pytest.fixture
 def experiment(trained: TrainResult, tmp_path: Path) -> ExperimentConfig:
-    strict = load_policy(trained.policy_path).model_copy(update={"version": "strict",
-                                                                 "threshold": 0.99})
-    strict_path = tmp_path / "strict.json"
-    strict_path.write_text(strict.model_dump_json())
-    return ExperimentConfig(
-        name="shadowed", variants=[VariantConfig(name="live")],
-        shadows=[VariantConfig(name="strict", model=str(trained.model_path),
-                               policy=strict_path)])
+    return strict_shadow_experiment(trained, tmp_path)
 
 
 def _service(settings: Settings, log: DecisionLog, config: ExperimentConfig,

@@ -8,7 +8,6 @@ decisions on the first half of the test split (`calibration.drift.reference_for`
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,13 +15,10 @@ import pytest
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from calibration.drift import with_reference
 from router.app.training import TrainResult
 from router.gateway.app import create_app
-from router.models.local.model import LocalRouteModel
 from router.settings import Settings
-from router.storage.policy_store import save_policy
-from tests.traffic import shifted_texts, split_halves
+from tests.traffic import model_folder_with_reference, shifted_texts, split_halves
 
 STATUS = "support_router_drift_status"
 PSI = "support_router_drift_psi"
@@ -31,17 +27,10 @@ RECENT = "support_router_drift_recent_decisions"
 
 @pytest.fixture
 def client(tmp_path: Path, trained: TrainResult) -> Iterator[TestClient]:
-    model_dir = tmp_path / "models"
-    model_dir.mkdir()
-    shutil.copy(trained.model_path, model_dir / trained.model_path.name)
-    first, _ = split_halves()
-    texts = [r.text for r in first]
-    scores = LocalRouteModel.load(trained.model_path).score_batch(texts)
-    policy = with_reference(trained.policy.model_copy(update={"version": "drift-gauges"}),
-                            scores, texts, source="test split, first half")
-    save_policy(policy, model_dir / "policy.json")
-    settings = Settings(var_dir=tmp_path / "var", model_dir=model_dir,
-                        policy_path=model_dir / "policy.json", drift_refresh_s=0)
+    policy_path = model_folder_with_reference(trained, tmp_path / "models",
+                                              version="drift-gauges")
+    settings = Settings(var_dir=tmp_path / "var", model_dir=policy_path.parent,
+                        policy_path=policy_path, drift_refresh_s=0)
     with TestClient(create_app(settings)) as test_client:
         yield test_client
 

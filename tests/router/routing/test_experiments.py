@@ -35,6 +35,7 @@ from router.storage.db import make_engine
 from router.storage.decision_log import DecisionLog
 from router.storage.policy_store import load_policy
 from tests.paths import REPO_ROOT
+from tests.shadows import strict_shadow_experiment
 
 UNITS = [f"customer:c{i}" for i in range(5)]
 
@@ -130,14 +131,7 @@ TEXTS = ["Please refund my broken kettle, O-1001", "how do I change my email add
 
 def test_shadows_never_change_responses(settings: Settings, trained: TrainResult,
                                         tmp_path: Path) -> None:
-    strict = load_policy(trained.policy_path).model_copy(update={"version": "strict",
-                                                                 "threshold": 0.99})
-    strict_path = tmp_path / "strict.json"
-    strict_path.write_text(strict.model_dump_json())
-    config = ExperimentConfig(
-        name="shadow-only", variants=[VariantConfig(name="live")],
-        shadows=[VariantConfig(name="strict", model=str(trained.model_path),
-                               policy=strict_path)])
+    config = strict_shadow_experiment(trained, tmp_path, "shadow-only")
     off, on = settings, settings.model_copy(update={"experiment": config,
                                                     "var_dir": tmp_path / "on"})
     bodies = {}
