@@ -46,7 +46,6 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-import httpx
 import psutil
 import redis
 
@@ -55,6 +54,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.load import (  # noqa: E402
     Measured,
+    Server,
     _cpu_seconds,
     _machine_busy_seconds,
     ensure_wrk,
@@ -63,6 +63,7 @@ from bench.load import (  # noqa: E402
     route_bodies,
     run_python,
     run_wrk,
+    wait_ready,
 )
 from bench.machine import describe_machine  # noqa: E402
 
@@ -107,16 +108,7 @@ def gateway(env: dict[str, str], log: Path) -> Iterator[str]:
                                    stdout=out, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 240
-        while True:
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"gateway did not start:\n{log.read_text()[-3000:]}")
-            try:
-                if httpx.get(f"{base}/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.3)
+        wait_ready(Server(process, base, "shadow bench"), log)
         yield base
     finally:
         process.terminate()

@@ -208,9 +208,9 @@ def client(settings: Settings) -> Iterator[TestClient]:
         yield test_client
 
 
-@pytest.fixture
-def cli_env(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[Settings]:
-    """The CLI reads settings from the environment: point it at the test's files."""
+def point_cli_at(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI reads settings from the environment: point it at `settings`' files (until
+    the test ends; clear `get_settings`' cache again after it)."""
     for name, value in (
         ("VAR_DIR", settings.var_dir),
         ("MODEL_DIR", settings.model_dir),
@@ -218,5 +218,11 @@ def cli_env(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[Set
     ):
         monkeypatch.setenv(f"SUPPORT_ROUTER_{name}", str(value))
     get_settings.cache_clear()
+
+
+@pytest.fixture
+def cli_env(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[Settings]:
+    """The CLI on the test's files."""
+    point_cli_at(settings, monkeypatch)
     yield settings
     get_settings.cache_clear()

@@ -18,6 +18,7 @@ from router.contracts import Policy
 from router.gateway.app import create_app
 from router.settings import Settings, get_settings
 from router.storage.policy_store import load_policy
+from tests.conftest import point_cli_at
 from tests.paths import DATASETS
 
 RUNNER = CliRunner()
@@ -34,10 +35,7 @@ def own_settings(tmp_path: Path, trained: TrainResult, monkeypatch: pytest.Monke
     shutil.copy(trained.policy_path, model_dir / "policy.json")
     settings = Settings(var_dir=tmp_path / "var", model_dir=model_dir,
                         policy_path=model_dir / "policy.json")
-    for name, value in (("MODEL_DIR", model_dir), ("POLICY_PATH", settings.policy_path),
-                        ("VAR_DIR", settings.var_dir)):
-        monkeypatch.setenv(f"SUPPORT_ROUTER_{name}", str(value))
-    get_settings.cache_clear()
+    point_cli_at(settings, monkeypatch)
     yield settings
     get_settings.cache_clear()
 

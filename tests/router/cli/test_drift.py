@@ -25,6 +25,7 @@ from router.gateway.app import create_app
 from router.models.local.model import LocalRouteModel
 from router.settings import Settings, get_settings
 from router.storage.policy_store import save_policy
+from tests.conftest import point_cli_at
 from tests.traffic import shifted_texts, split_halves
 
 RUNNER = CliRunner()
@@ -44,10 +45,7 @@ def make_settings(tmp_path: Path, trained: TrainResult, monkeypatch: pytest.Monk
     save_policy(policy, model_dir / "policy.json")
     settings = Settings(var_dir=tmp_path / "var", model_dir=model_dir,
                         policy_path=model_dir / "policy.json")
-    for name, value in (("MODEL_DIR", model_dir), ("POLICY_PATH", settings.policy_path),
-                        ("VAR_DIR", settings.var_dir)):
-        monkeypatch.setenv(f"SUPPORT_ROUTER_{name}", str(value))
-    get_settings.cache_clear()
+    point_cli_at(settings, monkeypatch)
     return settings
 
 

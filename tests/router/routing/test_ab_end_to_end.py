@@ -24,6 +24,7 @@ from router.routing.experiments import assign
 from router.routing.policy import decide
 from router.settings import Settings, get_settings
 from router.storage.policy_store import load_policy
+from tests.conftest import point_cli_at
 from tests.paths import DATASETS
 
 N_REQUESTS = 1000
@@ -96,10 +97,7 @@ def test_experiment_with_a_shadow_end_to_end(settings: Settings, trained: TrainR
             handle.write(json.dumps({"id": decision["request_id"], "text": row.text,
                                      "label": row.label}) + "\n")
 
-    for name, value in (("MODEL_DIR", settings.model_dir), ("POLICY_PATH", settings.policy_path),
-                        ("VAR_DIR", settings.var_dir)):
-        monkeypatch.setenv(f"SUPPORT_ROUTER_{name}", str(value))
-    get_settings.cache_clear()
+    point_cli_at(settings, monkeypatch)
     try:
         # no --experiment, no SUPPORT_ROUTER_EXPERIMENT: the database's last experiment
         result = CliRunner().invoke(app, ["ab-report", "--labels", str(labels), "--json",
