@@ -238,6 +238,17 @@ class Labelling:
         return LabelReveal(item_id=item_id, label=label, model_choice=row.get("choice"),
                            model_confidence=row.get("confidence"))
 
+    def reveal(self, item_id: str, *, labeller: str) -> LabelReveal | None:
+        """The model's answer on an item, for a labeller who has labelled it; else None,
+        so the answer is never shown before a label is given."""
+        given = resolve_labels(self.labels.events(item_ids=[item_id])).get(item_id, {})
+        label = given.get(labeller)
+        row = self.decisions.rows_for([item_id]).get(item_id)
+        if label is None or row is None:
+            return None
+        return LabelReveal(item_id=item_id, label=label, model_choice=row.get("choice"),
+                           model_confidence=row.get("confidence"))
+
     def undo(self, labeller: str, *, now: datetime | None = None) -> str | None:
         """Withdraw `labeller`'s latest standing label or skip; the item's id, or None."""
         events = self.labels.events(labeller=labeller)

@@ -12,7 +12,7 @@ Fixtures and helpers the console's browser tests share:
   `api(person)`, an HTTP client calling the API with that person's key;
 - `browser` (one per session), `sign_in(person)` (a fresh browser context signed in
   through the sign-in form, its page returned), and `agent_page`, `supervisor_page`,
-  `admin_page`, each a signed-in page;
+  `labeller_page`, `admin_page`, each a signed-in page;
 - `screenshot(page, name)`: writes `docs/console/img/<name>.png`, which the docs show;
 - `watch(page)`: records dialogs (alert/confirm/prompt) and page errors, so an escaping
   test can assert nothing ran.
@@ -59,10 +59,13 @@ PEOPLE: dict[str, Person] = {p.name: p for p in (
     Person("supervisor-maria", ("supervisor",)),
     Person("supervisor-sam", ("supervisor",)),
     Person("admin-ada", ("admin",)),
+    Person("labeller-ana", ("labeller",)),
+    Person("labeller-bo", ("labeller",)),
+    Person("lead-cy", ("labeller",)),
 )}
 """Every key the test gateway knows; a test picks people by name."""
 BY_ROLE = {"gateway": "chat-gateway", "agent": "agent-ana",
-           "supervisor": "supervisor-maria", "admin": "admin-ada"}
+           "supervisor": "supervisor-maria", "labeller": "labeller-ana", "admin": "admin-ada"}
 """One person per role, for tests that only care about the role."""
 
 
@@ -85,9 +88,10 @@ class ConsoleServer:
 
 
 @pytest.fixture(scope="module")
-def console_server(trained: TrainResult,
-                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleServer]:
-    """`support-router serve` with `PEOPLE`'s keys, on its own SQLite file, no rate limit."""
+def console_server(trained: TrainResult, tmp_path_factory: pytest.TempPathFactory,
+                   request: pytest.FixtureRequest) -> Iterator[ConsoleServer]:
+    """`support-router serve` with `PEOPLE`'s keys, on its own SQLite file, no rate limit,
+    plus the module's `GATEWAY_SETTINGS` (a dict of `Settings` names to values), if any."""
     folder = tmp_path_factory.mktemp("console")
     models = folder / "models"
     models.mkdir()
@@ -96,7 +100,8 @@ def console_server(trained: TrainResult,
     database_url = f"sqlite:///{folder / 'console.db'}"
     env = gateway_env(models, models / "policy.json", folder / "var",
                       database_url=database_url, api_keys=api_keys_setting(),
-                      rate_limit_per_s="0")
+                      rate_limit_per_s="0",
+                      **getattr(request.module, "GATEWAY_SETTINGS", {}))
     with GatewayProcess() as gateway:
         url = gateway.start(env, [], folder / "serve.log")
         gateway.wait_ready(START_TIMEOUT_S)
@@ -156,6 +161,11 @@ def agent_page(sign_in: Callable[[str], Page]) -> Page:
 @pytest.fixture
 def supervisor_page(sign_in: Callable[[str], Page]) -> Page:
     return sign_in(BY_ROLE["supervisor"])
+
+
+@pytest.fixture
+def labeller_page(sign_in: Callable[[str], Page]) -> Page:
+    return sign_in(BY_ROLE["labeller"])
 
 
 @pytest.fixture

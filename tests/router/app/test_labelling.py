@@ -73,6 +73,9 @@ def test_the_queue_is_least_confident_first_and_hides_the_model_until_labelled(
     reveal = labelling.record("unsure", labeller="ana", label="unclear")
     assert (reveal.label, reveal.model_choice) == ("unclear", "other")
     assert reveal.model_confidence == pytest.approx(0.0667, abs=1e-3)
+    assert labelling.reveal("unsure", labeller="ana") == reveal
+    assert labelling.reveal("unsure", labeller="bo") is None  # bo has not labelled it
+    assert labelling.reveal("sure", labeller="ana") is None
     labelling.record("low", labeller="ana", label="skip")
     after = labelling.queue("ana", n=10)
     assert [item.id for item in after.items] == ["middle", "sure"]
