@@ -23,11 +23,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from router.errors import SupportRouterError
 
-Role = Literal["gateway", "agent", "supervisor", "admin"]
+Role = Literal["gateway", "agent", "supervisor", "labeller", "admin"]
 ROLES: tuple[str, ...] = get_args(Role)
 """`gateway`: route, messages, cases. `agent`: the hand-off queue and replies.
-`supervisor`: refund approvals. `admin`: policy publish/rollback/reload, experiments
-start/stop/list."""
+`supervisor`: refund approvals. `labeller`: the data team's labelling in the console
+(queue, agreement, adjudication, export); labels are recorded under the key's name.
+`admin`: policy publish/rollback/reload, experiments start/stop/list."""
 
 KEY_PREFIX = "sr_"
 """Makes a leaked key recognisable to secret scanners and to people reading a log."""

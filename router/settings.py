@@ -129,6 +129,9 @@ class Settings(BaseSettings):
     drift_window_s: float = Field(default=3600.0, ge=60.0)
     drift_refresh_s: float = Field(default=30.0, ge=0.0)
     drift_max_rows: int = Field(default=5000, ge=100)
+    # The console's labelling queue (router/app/labelling.py): the share of items, chosen
+    # by a hash of the id, that two labellers label, so their agreement can be measured.
+    label_overlap: float = Field(default=0.25, ge=0.0, le=1.0)
 
     # What a connection may cost before the app sees a request (router/gateway/server.py).
     # The server (granian) holds at most max_request_head_bytes of request line and

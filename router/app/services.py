@@ -10,9 +10,12 @@ from handlers.desk import SupportDesk
 from router.app.conversation import Conversation
 from router.app.drift import DriftGauges
 from router.app.experiment_sync import ExperimentFollower
+from router.app.labelling import Labelling
 from router.app.policy_sync import PolicyFollower
 from router.routing.service import RouterService
 from router.settings import Settings
+from router.storage.decision_log import DecisionLog
+from router.storage.label_db import LabelDB
 
 
 @dataclass
@@ -31,9 +34,13 @@ class Services:
     ready: bool = False
     conversation: Conversation = field(init=False)
     """The message use case over `router` and `desk`."""
+    labelling: Labelling = field(init=False)
+    """The data team's labelling over the decision log (it only reads the log)."""
 
     def __post_init__(self) -> None:
         self.conversation = Conversation(self.router, self.desk)
+        self.labelling = Labelling(LabelDB(self.engine), DecisionLog(self.engine),
+                                   overlap=self.settings.label_overlap)
 
     def close(self) -> None:
         """Stop polling the policy and the experiment, commit queued log rows, stop the

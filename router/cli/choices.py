@@ -48,4 +48,5 @@ class Role(StrEnum):
     GATEWAY = "gateway"
     AGENT = "agent"
     SUPERVISOR = "supervisor"
+    LABELLER = "labeller"
     ADMIN = "admin"

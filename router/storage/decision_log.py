@@ -28,7 +28,7 @@ import json
 import logging
 import queue
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -409,6 +409,18 @@ class DecisionLog:
             query = query.where(decisions.c.experiment == experiment)
         with read_connection(self._engine) as conn:
             return [dict(r._mapping) for r in conn.execute(query)]
+
+    def rows_for(self, request_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """The rows of these request ids (those that exist), by request id."""
+        wanted = list(dict.fromkeys(request_ids))
+        out: dict[str, dict[str, Any]] = {}
+        with read_connection(self._engine) as conn:
+            # Chunks keep each IN list far below the databases' bound-parameter limits.
+            for start in range(0, len(wanted), 500):
+                query = select(decisions).where(
+                    decisions.c.request_id.in_(wanted[start : start + 500]))
+                out.update((r.request_id, dict(r._mapping)) for r in conn.execute(query))
+        return out
 
     def feature_rows(self, *, policy_version: str, since: datetime,
                      limit: int) -> list[dict[str, Any]]:

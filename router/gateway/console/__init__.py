@@ -1,8 +1,8 @@
 """The web console: server-rendered pages for the people around the queue, at `/console`.
 
 Served by the gateway itself, for supervisors (held refunds), agents (the hand-off
-queue) and admins, signed in with the API keys and roles the API uses. What it promises
-and where each promise lives:
+queue), the data team (labelling: `pages/labels.py`) and admins, signed in with the API
+keys and roles the API uses. What it promises and where each promise lives:
 
 - sessions (`sessions.py`, rows in router/storage/console_sessions.py): a key typed once
   becomes a server-side session in the database; HttpOnly, SameSite=Strict, Secure
@@ -25,10 +25,11 @@ from fastapi import APIRouter, Request
 
 from router.errors import NotFound
 from router.gateway.console.errors import ConsoleRoute
-from router.gateway.console.pages import agent, signin, static, supervisor
+from router.gateway.console.pages import agent, labels, signin, static, supervisor
 from router.gateway.console.templating import CONSOLE_PREFIX
 
-PAGES: tuple[APIRouter, ...] = (signin.router, static.router, supervisor.router, agent.router)
+PAGES: tuple[APIRouter, ...] = (signin.router, static.router, supervisor.router, agent.router,
+                                labels.router)
 """Every area's router, mounted under `/console` in this order."""
 
 

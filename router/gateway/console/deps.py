@@ -71,6 +71,7 @@ def require_console_role(role: str) -> Callable[..., Awaitable[ConsoleSessionRow
 AgentSession = Annotated[ConsoleSessionRow, Depends(require_console_role("agent"))]
 SupervisorSession = Annotated[ConsoleSessionRow, Depends(require_console_role("supervisor"))]
 AdminSession = Annotated[ConsoleSessionRow, Depends(require_console_role("admin"))]
+LabellerSession = Annotated[ConsoleSessionRow, Depends(require_console_role("labeller"))]
 
 
 async def checked_form(request: Request, session: ConsoleSession) -> Form:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-CONSOLE_ROLES: tuple[str, ...] = ("agent", "supervisor", "admin")
+CONSOLE_ROLES: tuple[str, ...] = ("agent", "supervisor", "labeller", "admin")
 """The roles a person signs in with; a key with none of them (`gateway` only) is refused."""
 
 
@@ -29,6 +29,7 @@ class NavItem:
 NAV: tuple[NavItem, ...] = (
     NavItem("Approvals", "/approvals", "supervisor"),
     NavItem("Hand-offs", "/handoffs", "agent"),
+    NavItem("Labelling", "/labels", "labeller"),
 )
 
 

@@ -13,7 +13,8 @@ Fixtures and helpers the console's browser tests share:
   that person's key;
 - `browser` (one per session), `sign_in(person)` (a fresh browser context signed in
   through the sign-in form, its page returned; `open_signed_in` for another server),
-  and `agent_page`, `supervisor_page`, `admin_page`, each a signed-in page;
+  and `agent_page`, `supervisor_page`, `labeller_page`, `admin_page`, each a signed-in
+  page;
 - `screenshot(page, name)`: writes `docs/console/img/<name>.png`, which the docs show;
 - `watch(page)`: records dialogs (alert/confirm/prompt) and page errors, so an escaping
   test can assert nothing ran.
@@ -61,10 +62,13 @@ PEOPLE: dict[str, Person] = {p.name: p for p in (
     Person("supervisor-maria", ("supervisor",)),
     Person("supervisor-sam", ("supervisor",)),
     Person("admin-ada", ("admin",)),
+    Person("labeller-ana", ("labeller",)),
+    Person("labeller-bo", ("labeller",)),
+    Person("lead-cy", ("labeller",)),
 )}
 """Every key the test gateway knows; a test picks people by name."""
 BY_ROLE = {"gateway": "chat-gateway", "agent": "agent-ana",
-           "supervisor": "supervisor-maria", "admin": "admin-ada"}
+           "supervisor": "supervisor-maria", "labeller": "labeller-ana", "admin": "admin-ada"}
 """One person per role, for tests that only care about the role."""
 
 
@@ -87,10 +91,10 @@ class ConsoleServer:
 
 
 @contextmanager
-def start_console_server(trained: TrainResult, folder: Path, *,
-                         workers: int = 1) -> Iterator[ConsoleServer]:
+def start_console_server(trained: TrainResult, folder: Path, *, workers: int = 1,
+                         settings: dict[str, str] | None = None) -> Iterator[ConsoleServer]:
     """`support-router serve` with `PEOPLE`'s keys, on its own SQLite file in `folder`,
-    no rate limit; stopped on exit."""
+    no rate limit, plus `settings` (`Settings` names to values); stopped on exit."""
     models = folder / "models"
     models.mkdir(parents=True)
     (models / trained.model_path.name).symlink_to(trained.model_path)
@@ -98,7 +102,8 @@ def start_console_server(trained: TrainResult, folder: Path, *,
     database_url = f"sqlite:///{folder / 'console.db'}"
     env = gateway_env(models, models / "policy.json", folder / "var",
                       database_url=database_url, api_keys=api_keys_setting(),
-                      rate_limit_per_s="0")
+                      rate_limit_per_s="0",
+                      **(settings or {}))
     with GatewayProcess() as gateway:
         url = gateway.start(env, ["--workers", str(workers)], folder / "serve.log")
         gateway.wait_ready(START_TIMEOUT_S)
@@ -106,11 +111,14 @@ def start_console_server(trained: TrainResult, folder: Path, *,
 
 
 @pytest.fixture(scope="module")
-def console_server(trained: TrainResult,
-                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleServer]:
-    """One gateway for a test module (a module needing a fresh one per test overrides
+def console_server(trained: TrainResult, tmp_path_factory: pytest.TempPathFactory,
+                   request: pytest.FixtureRequest) -> Iterator[ConsoleServer]:
+    """One gateway for a test module, with the module's `GATEWAY_SETTINGS` (a dict of
+    `Settings` names to values), if any (a module needing a fresh one per test overrides
     this fixture with `start_console_server`)."""
-    with start_console_server(trained, tmp_path_factory.mktemp("console")) as server:
+    with start_console_server(trained, tmp_path_factory.mktemp("console"),
+                              settings=getattr(request.module, "GATEWAY_SETTINGS", None)
+                              ) as server:
         yield server
 
 
@@ -174,6 +182,11 @@ def agent_page(sign_in: Callable[[str], Page]) -> Page:
 @pytest.fixture
 def supervisor_page(sign_in: Callable[[str], Page]) -> Page:
     return sign_in(BY_ROLE["supervisor"])
+
+
+@pytest.fixture
+def labeller_page(sign_in: Callable[[str], Page]) -> Page:
+    return sign_in(BY_ROLE["labeller"])
 
 
 @pytest.fixture

@@ -25,6 +25,7 @@ from tests.e2e.browser.conftest import (
 NAV_BY_ROLE = {
     "agent": ["Hand-offs"],
     "supervisor": ["Approvals"],
+    "labeller": ["Labelling"],
     "admin": [],
 }
 
@@ -37,7 +38,7 @@ def _code(page: Page) -> str:
     return page.locator("[data-code]").first.get_attribute("data-code") or ""
 
 
-@pytest.mark.parametrize("role", ["agent", "supervisor", "admin"])
+@pytest.mark.parametrize("role", ["agent", "supervisor", "labeller", "admin"])
 def test_each_role_signs_in_and_sees_only_its_areas(
         role: str, sign_in: Callable[[str], Page]) -> None:
     page = sign_in(BY_ROLE[role])

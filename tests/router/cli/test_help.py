@@ -82,7 +82,7 @@ def test_train_help_shows_the_e5_extra_literally() -> None:
         (["label"], "--sample <random|uncertainty|disagreement|stratified|drifted>"),
         (["approvals", "list"], "--status <held|approved|rejected|closed|all>"),
         (["approvals", "decide"], "decision <approve|reject>"),
-        (["keys", "new"], "--role <gateway|agent|supervisor|admin>"),
+        (["keys", "new"], "--role <gateway|agent|supervisor|labeller|admin>"),
         (["label"], "--since <date>"),
         (["compare"], "--n-boot <int>"),
     ],

@@ -178,7 +178,8 @@ def test_keys_list_shows_names_and_roles_only(monkeypatch: pytest.MonkeyPatch) -
 def test_keys_new_refuses_an_unknown_role() -> None:
     result = CliRunner().invoke(cli_app, ["keys", "new", "--name", "x", "--role", "root"])
     assert result.exit_code == 2
-    assert "'root' is not one of 'gateway', 'agent', 'supervisor', 'admin'" in result.output
+    assert ("'root' is not one of 'gateway', 'agent', 'supervisor', 'labeller', 'admin'"
+            in result.output)
 
 
 # ---------------------------------------------------------------- every route, over HTTP

@@ -77,6 +77,15 @@ def test_since_and_experiment_filters(log: DecisionLog) -> None:
                                               experiment="exp")] == ["r10"]
 
 
+def test_rows_for_reads_the_asked_request_ids_in_chunks(log: DecisionLog) -> None:
+    for i in range(520):  # more than one chunk of the IN list
+        log.append(_decision(f"r{i}", i), text=f"text {i}")
+    found = log.rows_for(["r3", "r519", "nope", "r3"])
+    assert {k: v["text"] for k, v in found.items()} == {"r3": "text 3", "r519": "text 519"}
+    assert len(log.rows_for(f"r{i}" for i in range(520))) == 520
+    assert log.rows_for([]) == {}
+
+
 def test_a_request_id_is_logged_once(log: DecisionLog) -> None:
     log.append(_decision("same", 0), text="t")
     with pytest.raises(IntegrityError):

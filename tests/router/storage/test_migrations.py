@@ -35,7 +35,7 @@ EXPECTED_TABLES = {
     "accounts", "addresses", "orders", "refunds", "preferences", "cases", "case_messages",
     "case_actions", "refund_operations", "decisions", "identity_challenges", "outbox",
     "policy_versions", "policy_active", "policy_history", "experiments", "console_sessions",
-    "alembic_version",
+    "labels", "adjudications", "alembic_version",
 }
 
 

@@ -12,7 +12,7 @@ from router.errors import NotFound
 from router.gateway.console.errors import ConsoleRoute
 
 STATIC_PACKAGE = "router.gateway.console"
-STATIC_NAMES = frozenset({"console.css"})
+STATIC_NAMES = frozenset({"console.css", "labels.js"})
 """Add a file here and in `static/` (a page's script, say) to serve it."""
 MEDIA_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8"}
 # Revalidated after an hour with the ETag FileResponse sends: a new release shows soon.
