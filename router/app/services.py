@@ -13,6 +13,7 @@ from router.app.experiment_sync import ExperimentFollower
 from router.app.policy_sync import PolicyFollower
 from router.routing.service import RouterService
 from router.settings import Settings
+from router.storage.decision_log import DecisionLog
 
 
 @dataclass
@@ -28,6 +29,8 @@ class Services:
     """The experiment the database marks running: start, stop, polling."""
     drift: DriftGauges
     """The drift gauges of `/metrics`, over the primary policy's recent decisions."""
+    log: DecisionLog
+    """The decision log the router writes (and the console's experiment figures read)."""
     ready: bool = False
     conversation: Conversation = field(init=False)
     """The message use case over `router` and `desk`."""
