@@ -165,6 +165,11 @@ class Settings(BaseSettings):
     # started (router/app/experiment_sync.py); the database's experiments win otherwise.
     experiment: ExperimentConfig | None = None
 
+    # The web console (router/gateway/console/): how long a sign-in lasts, in seconds,
+    # before the key must be typed again. Sessions live in the database, so every worker
+    # and host honours one sign-out.
+    console_session_ttl_s: float = Field(default=8 * 3600.0, ge=60.0, le=30 * 86400.0)
+
     # Logs (router/telemetry/logs.py): one JSON object per line on stderr. E-mail addresses and
     # order/account ids are masked in every line unless the retention policy allows
     # customer data in logs (log_customer_data=true).

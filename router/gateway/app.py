@@ -12,6 +12,7 @@ from fastapi import APIRouter, FastAPI
 from router.app.bootstrap import build_services, models_to_train
 from router.app.services import Services
 from router.errors import SupportRouterError
+from router.gateway.console import CONSOLE_PREFIX, console_router
 from router.gateway.errors import ERROR_RESPONSES, error_responses, install_error_handlers
 from router.gateway.middleware.access import install_access
 from router.gateway.middleware.body_limits import RequestLimits
@@ -127,7 +128,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     install_error_handlers(app)
     # Added before the request-id middleware, so it runs inside it: its refusals carry
     # the request id too. Bodies are checked before routing: nothing is written.
-    app.add_middleware(RequestLimits)
+    app.add_middleware(RequestLimits, form_path_prefixes=(CONSOLE_PREFIX + "/",))
     # The caller's address for the keyless rate limit: the socket peer, unless the peer is
     # a configured proxy (router/gateway/middleware/forwarded.py).
     app.add_middleware(ForwardedHeaders)
@@ -145,4 +146,5 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
                 responses |= extra
         app.include_router(api_router, responses=responses)
     app.include_router(docs.router)
+    app.include_router(console_router())
     return app

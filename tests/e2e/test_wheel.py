@@ -144,6 +144,12 @@ def test_the_installed_gateway_serves_from_an_empty_folder(
         assert response.status_code == 200, response.text
         assert response.json()["status"] == "resolved"
         assert httpx.get(f"{server.url}/docs", timeout=10).status_code == 200
+        # The console's templates and stylesheet are package data (open mode: how to
+        # make keys).
+        console = httpx.get(f"{server.url}/console/sign-in", timeout=10)
+        assert console.status_code == 200 and "keys new" in console.text, console.text
+        assert httpx.get(f"{server.url}/console/static/console.css",
+                         timeout=10).status_code == 200
         assert server.stop() == 0
 
     assert (work / "var" / "support-router.storage.db").is_file()

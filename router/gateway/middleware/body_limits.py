@@ -19,11 +19,12 @@ Why a pure ASGI middleware and not FastAPI validation:
 - **Head**: the server bounds the request line and headers together; the request target
   (414 `uri_too_long`) and the number of header fields (431 `too_many_headers`) get the
   operator's narrower limits here.
-- **Media type and encoding**: FastAPI quietly treats a non-JSON content type as raw
-  bytes (and then reports a confusing "not a dictionary"), and the JSON parser accepts
-  UTF-16/32 bodies, `NaN`/`Infinity` and escaped lone surrogates (which later fail to
-  encode when the text is written to the database). Each is refused here with its own
-  stable code instead.
+- **Media type and encoding**: bodies are JSON, except under `form_path_prefixes` (the
+  web console), whose bodies are URL-encoded UTF-8 forms. FastAPI quietly treats a
+  non-JSON content type as raw bytes (and then reports a confusing "not a dictionary"),
+  and the JSON parser accepts UTF-16/32 bodies, `NaN`/`Infinity` and escaped lone
+  surrogates (which later fail to encode when the text is written to the database). Each
+  is refused here with its own stable code instead.
 
 Every refusal uses the one error shape of `router.gateway.errors`, happens before routing,
 so nothing is written and no decision is made or logged. A body that passes is replayed
@@ -126,6 +127,22 @@ def _strings(value: Any) -> Iterable[str]:
             stack.extend(item)
 
 
+FORM_MEDIA_TYPE = "application/x-www-form-urlencoded"
+
+
+def check_form_body(content_type: str | None, body: bytes) -> None:
+    """A browser form's body (the console's pages): URL-encoded, UTF-8."""
+    media = (content_type or "").split(";")[0].strip().lower()
+    if media != FORM_MEDIA_TYPE:
+        raise BadBody(415, "unsupported_media_type",
+                      f"send the form as Content-Type: {FORM_MEDIA_TYPE} "
+                      f"(got {content_type or 'none'})")
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadBody(400, "invalid_encoding", "the form body is not UTF-8") from None
+
+
 def check_json_body(content_type: str | None, body: bytes, *, max_depth: int) -> None:
     """Raise `BadBody` unless `body` is UTF-8 JSON of acceptable depth, sent as JSON."""
     if not is_json_media_type(content_type):
@@ -189,8 +206,11 @@ class RequestLimits:
     """
 
     def __init__(self, app: ASGIApp, *, max_body_bytes: int | None = None,
-                 max_json_depth: int | None = None) -> None:
+                 max_json_depth: int | None = None,
+                 form_path_prefixes: tuple[str, ...] = ()) -> None:
         self.app = app
+        # Paths whose bodies are browser forms, not JSON (the console's pages).
+        self.form_path_prefixes = form_path_prefixes
         self.max_body_bytes = max_body_bytes
         self.max_json_depth = max_json_depth
         self._resolved: Limits | None = None
@@ -231,7 +251,10 @@ class RequestLimits:
                               f"{limits.body_timeout_s:g} s") from None
             if body is None:  # the client went away while sending; nobody to answer
                 return
-            if body:
+            if body and self.form_path_prefixes and \
+                    scope["path"].startswith(self.form_path_prefixes):
+                check_form_body(headers.get("content-type"), body)
+            elif body:
                 check_json_body(headers.get("content-type"), body,
                                 max_depth=limits.max_json_depth)
         except BadBody as bad:

@@ -34,7 +34,8 @@ from tests.paths import REPO_ROOT
 EXPECTED_TABLES = {
     "accounts", "addresses", "orders", "refunds", "preferences", "cases", "case_messages",
     "case_actions", "refund_operations", "decisions", "identity_challenges", "outbox",
-    "policy_versions", "policy_active", "policy_history", "experiments", "alembic_version",
+    "policy_versions", "policy_active", "policy_history", "experiments", "console_sessions",
+    "alembic_version",
 }
 
 

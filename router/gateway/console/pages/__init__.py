@@ -1,0 +1,1 @@
+"""One module per console area, each with its own `router` (see router/gateway/console/)."""

@@ -1,0 +1,75 @@
+"""The console's Jinja2 environment and `render`: templates shipped in the package.
+
+Autoescape is on for every template (they are all HTML), so customer text, addresses,
+agent replies, names and labels are rendered as text by the engine, never by hand; a
+value is marked safe nowhere in the console. A missing value is an error
+(`StrictUndefined`), not an empty cell.
+
+Every page gets: `session` (the signed-in session, or None), `nav` (the areas its roles
+may open), `csrf_token` (the token the page's forms must carry), `base` (the console's
+URL prefix, behind any `root_path`), `static` (a function from a file name to its URL)
+and `request`. Responses carry a strict Content-Security-Policy (scripts, styles and
+images from the gateway itself only, no inline script) and are never cached.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import HTMLResponse
+from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+
+from router.gateway.console.nav import visible_nav
+
+CONSOLE_PREFIX = "/console"
+
+SECURITY_HEADERS = {
+    # No inline script or style at all: a payload that escaped escaping still would not
+    # run. Forms post only to the gateway; no page can be framed.
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "Cache-Control": "no-store",
+    "X-Frame-Options": "DENY",
+}
+
+
+@cache
+def environment() -> Environment:
+    """The one environment (templates are compiled once per process)."""
+    return Environment(
+        loader=PackageLoader("router.gateway.console", "templates"),
+        autoescape=select_autoescape(["html"], default_for_string=True, default=True),
+        undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+    )
+
+
+def console_base(request: Request) -> str:
+    """The console's URL prefix as the browser sees it (a proxy's `root_path` first)."""
+    return f"{request.scope.get('root_path', '')}{CONSOLE_PREFIX}"
+
+
+def page_context(request: Request) -> dict[str, Any]:
+    """What every page's layout needs, from the request's session (if any)."""
+    session = getattr(request.state, "console_session", None)
+    base = console_base(request)
+    csrf = session.csrf_token if session is not None else getattr(
+        request.state, "console_presession_csrf", "")
+    return {
+        "request": request, "session": session, "base": base, "csrf_token": csrf,
+        "nav": visible_nav(session.roles) if session is not None else [],
+        "static": lambda name: f"{base}/static/{name}",
+    }
+
+
+def render(request: Request, template: str, *, status_code: int = 200,
+           headers: dict[str, str] | None = None, **context: Any) -> HTMLResponse:
+    """`templates/<template>` with the page context and `context`, as a response."""
+    html = environment().get_template(template).render(page_context(request) | context)
+    return HTMLResponse(html, status_code=status_code,
+                        headers=SECURITY_HEADERS | (headers or {}))
