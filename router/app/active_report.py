@@ -10,6 +10,8 @@ URLs, so the page needs no other request and no asset outside the package.
 A report is a pure function of (policy version, model, labelled data), so each worker
 keeps the last one it rendered and renders again only when one of them changed; the
 first render takes a few seconds (scoring, 1,000 bootstrap resamples, four plots).
+matplotlib and SciPy are imported by the first render, not by a gateway that never
+shows the page.
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ from pathlib import Path
 import numpy as np
 
 from calibration.data import data_sha, load_labelled
-from calibration.report.policy_report import draw_plots, render_fragment, report_figures
 from calibration.splits import assign_parts, model_train_mask
 from router.contracts import ROUTES, Policy
 from router.models.base import DecisionModel
@@ -56,6 +57,10 @@ def render_policy_report(model: DecisionModel, policy: Policy, labelled: Path, *
     `training_data`: the routing data the model was trained from (`routes_data`), whose
     training rows are left out as `support-router report` leaves them out.
     """
+    # Imported here: matplotlib and SciPy's statistics are no part of serving a message
+    # (tests/router/models/test_serving_imports.py), only of this page.
+    from calibration.report.policy_report import draw_plots, render_fragment, report_figures
+
     rows = load_labelled(labelled)
     ids = np.asarray([r.id for r in rows], dtype=object)
     texts = [r.text for r in rows]

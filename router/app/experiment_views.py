@@ -14,7 +14,6 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from calibration.ab_report import SRM_P, ab_report
 from router.contracts import VariantConfig
 from router.storage.decision_log import DecisionLog
 from router.storage.experiment_db import ExperimentDB, ExperimentRun
@@ -28,7 +27,8 @@ class SampleRatioOut(BaseModel):
     p_value: float
     mismatch: bool
     """p below `level`: the split is broken; no other figure is to be trusted."""
-    level: float = SRM_P
+    level: float = 0.001
+    """`calibration.ab_report.SRM_P`, the level `ab-report` flags a mismatch at."""
 
 
 class VariantOut(BaseModel):
@@ -89,6 +89,10 @@ def _variant(config: VariantConfig, report: dict[str, Any]) -> VariantOut:
 
 def experiment_view(run: ExperimentRun, rows: list[dict[str, Any]]) -> RunningExperimentOut:
     """The running experiment's live figures from its decision-log rows (oldest first)."""
+    # Imported here: SciPy's statistics are no part of serving a message
+    # (tests/router/models/test_serving_imports.py), only of this page.
+    from calibration.ab_report import ab_report
+
     config = run.config
     report = ab_report(rows, experiment=run.name, expected_shares=config.expected_shares(),
                        planned_requests=config.planned_requests)

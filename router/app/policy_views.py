@@ -51,6 +51,10 @@ class HeldOutFigures(BaseModel):
     rates: list[HeldOutRate]
     bootstrap: str | None
 
+    def rate(self, name: str) -> HeldOutRate | None:
+        """One rate by name (None when the policy did not measure it)."""
+        return next((r for r in self.rates if r.name == name), None)
+
 
 class PolicyVersionOut(BaseModel):
     version: str
@@ -83,6 +87,13 @@ class PolicyVersionsOut(BaseModel):
     """Newest stored first."""
     history: list[PolicyEventOut]
     """Newest first."""
+
+    @property
+    def active(self) -> PolicyVersionOut | None:
+        return next((v for v in self.versions if v.active), None)
+
+    def version(self, name: str | None) -> PolicyVersionOut | None:
+        return next((v for v in self.versions if v.version == name), None)
 
 
 def held_out_figures(metrics_test: dict[str, Any]) -> HeldOutFigures | None:

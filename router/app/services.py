@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import Engine
 
 from handlers.desk import SupportDesk
+from router.app.active_report import ReportCache
 from router.app.conversation import Conversation
 from router.app.drift import DriftGauges
 from router.app.experiment_sync import ExperimentFollower
@@ -34,9 +35,12 @@ class Services:
     ready: bool = False
     conversation: Conversation = field(init=False)
     """The message use case over `router` and `desk`."""
+    reports: ReportCache = field(init=False)
+    """The served policy's calibration report, rendered once per version."""
 
     def __post_init__(self) -> None:
         self.conversation = Conversation(self.router, self.desk)
+        self.reports = ReportCache(self.settings.routes_data)
 
     def close(self) -> None:
         """Stop polling the policy and the experiment, commit queued log rows, stop the

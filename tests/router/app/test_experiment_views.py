@@ -96,3 +96,10 @@ def test_a_broken_split_is_flagged(engine: Engine, log: DecisionLog) -> None:
     assert view is not None
     assert view.sample_ratio.mismatch and view.sample_ratio.p_value < 0.001
     assert any("sample-ratio mismatch" in note for note in view.notes)
+
+
+def test_the_level_is_the_ab_reports() -> None:
+    from calibration.ab_report import SRM_P
+    from router.app.experiment_views import SampleRatioOut
+
+    assert SampleRatioOut(statistic=0, df=1, p_value=1, mismatch=False).level == SRM_P
