@@ -17,13 +17,15 @@
   account than the case's is refused and leaves the case as it was; a message that is
   only a one-time code answers the case's pending challenge, and when it is right the
   flow that asked for it continues with the request it was asked for.
-- `list_approvals(status)`, `decide_approval(operation, decision, supervisor,
-  principal=)`: the supervisor's side of held refunds; the customer's reply is added to
-  the case. A held refund the refund service closed as no longer refundable (by a
-  decision, or because another refund took the order's remainder) is told once on its
-  own case.
-- `list_handoffs(limit=, cursor=, older_than_s=)`, `reply_handoff(case_id, agent, text,
-  principal=)`: the human queue (`handlers.fallback.handoffs`).
+- `list_approvals(status)`, `review_approval(operation)` (the held refund with its case,
+  order, customer and the order's earlier refunds), `decide_approval(operation, decision,
+  supervisor, principal=, note=)`: the supervisor's side of held refunds; the customer's
+  reply is added to the case, the supervisor's note kept in the case's history. A held
+  refund the refund service closed as no longer refundable (by a decision, or because
+  another refund took the order's remainder) is told once on its own case.
+- `list_handoffs(limit=, cursor=, older_than_s=, newer_than_s=, lang=)`,
+  `reply_handoff(case_id, agent, text, principal=)`: the human queue
+  (`handlers.fallback.handoffs`).
 - `get_case(case_id)`: the case with its messages, decisions and actions.
 
 Who acted: `principal` is the authenticated caller (the gateway passes its API key's
@@ -38,7 +40,7 @@ Durable: everything a later message or decision needs is read from the database.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
@@ -52,6 +54,7 @@ from handlers.fallback.handoffs import (
     HandoffOutcome,
     HandoffPage,
     check_display_name,
+    check_note,
     list_handoffs,
     reply_to_handoff,
 )
@@ -323,8 +326,10 @@ class SupportDesk:
     # -- the human queue --------------------------------------------------------------
 
     def list_handoffs(self, *, limit: int = DEFAULT_PAGE_SIZE, cursor: str | None = None,
-                      older_than_s: float | None = None) -> HandoffPage:
-        return list_handoffs(self.cases, limit=limit, cursor=cursor, older_than_s=older_than_s)
+                      older_than_s: float | None = None, newer_than_s: float | None = None,
+                      lang: str | None = None) -> HandoffPage:
+        return list_handoffs(self.cases, limit=limit, cursor=cursor, older_than_s=older_than_s,
+                             newer_than_s=newer_than_s, lang=lang)
 
     def reply_handoff(self, case_id: str, agent: str, text: str, *,
                       principal: str = OPERATOR_PRINCIPAL) -> HandoffOutcome:
@@ -340,14 +345,35 @@ class SupportDesk:
         return [r.as_artifacts() | {"amount": format_money(r.amount_cents)}
                 for r in self.refunds.approvals(status)]  # type: ignore[arg-type]
 
+    def review_approval(self, operation: str) -> dict[str, Any]:
+        """What a supervisor reads before deciding: the operation, its case (messages,
+        decisions, actions), the order, its customer and what the order was refunded
+        before; `unknown_operation` (404) if there is no such held-refund operation."""
+        receipt = self.refunds.get(operation)
+        if receipt is None or not receipt.requires_approval:
+            raise NotFound(f"no refund operation {operation!r} needing approval",
+                           code="unknown_operation")
+        order = self.store.order(receipt.order_id)
+        account = self.store.account(receipt.account_id)
+        return {
+            "approval": receipt.as_artifacts() | {"amount": format_money(receipt.amount_cents)},
+            "case": self.get_case(receipt.case_id),
+            "order": None if order is None else asdict(order) | {
+                "total": format_money(order.total_cents)},
+            "account": None if account is None else asdict(account),
+            "earlier_refunds": [asdict(r) | {"amount": format_money(r.amount_cents)}
+                                for r in self.store.refunds_of(receipt.order_id)],
+        }
+
     def decide_approval(self, operation: str, decision: str, supervisor: str, *,
-                        principal: str = OPERATOR_PRINCIPAL) -> ApprovalOutcome:
+                        principal: str = OPERATOR_PRINCIPAL, note: str = "") -> ApprovalOutcome:
         """Apply a supervisor's decision exactly once and tell the customer on the case.
 
         `principal` is recorded as the decider; `supervisor` is the display name, kept in
-        the case's history next to it.
+        the case's history next to it with the `note` (for colleagues, not the customer).
         """
         display = check_display_name(supervisor, code="invalid_supervisor")
+        note = check_note(note)
         obs = retry_lost_responses(
             lambda: self.refunds.decide(operation, decision, supervisor=principal))
         if obs.code == "refund_service_unreachable":
@@ -359,7 +385,8 @@ class SupportDesk:
         reply = compose([obs])
         status: CaseStatus = "awaiting_approval" if self._has_held(case_id) else "resolved"
         case = self.cases.get(case_id)
-        told = obs.model_copy(update={"artifacts": {**receipt, "display_name": display}})
+        told = obs.model_copy(update={"artifacts": {
+            **receipt, "display_name": display, **({"note": note} if note else {})}})
         # Tell the customer once, however many decisions (replays) race to do it.
         action = CLOSE_ACTION if receipt["status"] == "closed" else "refunds.decide"
         self.cases.record_once(case_id, Turn(

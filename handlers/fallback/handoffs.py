@@ -3,8 +3,11 @@
 A case is in the queue while its status is `handed_off`. The queue is read a page at a
 time, oldest first (by the case's last update, then id): `list_handoffs` returns at most
 `limit` rows (default 50, at most 200) and an opaque `next_cursor` to pass back for the
-following page (None on the last one), plus how many cases wait in all. `older_than_s`
-keeps only cases waiting at least that long.
+following page (None on the last one), plus how many cases wait in all that match the
+filters: `older_than_s` keeps only cases waiting at least that long, `newer_than_s` only
+those waiting at most that long, `lang` only those whose newest customer message is in
+that language (the guess of router/storage/message_features.py; `und` when it knew no
+word).
 
 An agent's reply is added to the case as a message from `agent` (the customer reads it
 as is), recorded as an `handoff.agent_reply` action, and resolves the case; a later
@@ -31,9 +34,11 @@ from typing import Any
 from handlers.observation import success
 from handlers.services.cases import Action, CaseBook, Turn
 from router.errors import Conflict, InvalidInput, NotFound
+from router.storage.message_features import LANGUAGES, UNDETERMINED
 
 MAX_AGENT_CHARS = 64
 MAX_REPLY_CHARS = 4000
+MAX_NOTE_CHARS = 1000
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 200
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
@@ -76,21 +81,35 @@ def _parse_cursor(cursor: str) -> tuple[datetime, str]:
                            "as it came)", code="invalid_cursor") from exc
 
 
+QUEUE_LANGUAGES: tuple[str, ...] = (*LANGUAGES, UNDETERMINED)
+"""The values the `lang` filter accepts."""
+
+
+def _ago(cases: CaseBook, seconds: float | None, code: str) -> datetime | None:
+    if seconds is None:
+        return None
+    if seconds < 0:
+        raise InvalidInput(f"a waiting time must be ≥ 0 s, not {seconds}", code=code)
+    return cases.now() - timedelta(seconds=seconds)
+
+
 def list_handoffs(cases: CaseBook, *, limit: int = DEFAULT_PAGE_SIZE,
                   cursor: str | None = None, older_than_s: float | None = None,
+                  newer_than_s: float | None = None, lang: str | None = None,
                   ) -> HandoffPage:
     """One page of the open queue, oldest first, with each case's last customer message
     and the reason it was handed off."""
     if not 1 <= limit <= MAX_PAGE_SIZE:
         raise InvalidInput(f"limit must be 1–{MAX_PAGE_SIZE}, not {limit}",
                            code="invalid_limit")
-    if older_than_s is not None and older_than_s < 0:
-        raise InvalidInput(f"older_than_s must be ≥ 0, not {older_than_s}",
-                           code="invalid_older_than")
+    if lang is not None and lang not in QUEUE_LANGUAGES:
+        raise InvalidInput(f"lang must be one of {', '.join(QUEUE_LANGUAGES)}, not {lang!r}",
+                           code="invalid_lang")
+    before = _ago(cases, older_than_s, "invalid_older_than")
+    since = _ago(cases, newer_than_s, "invalid_newer_than")
     after = _parse_cursor(cursor) if cursor else None
-    before = cases.now() - timedelta(seconds=older_than_s) if older_than_s is not None \
-        else None
-    rows = cases.page("handed_off", limit=limit + 1, after=after, updated_before=before)
+    rows = cases.page("handed_off", limit=limit + 1, after=after, updated_before=before,
+                      updated_after=since, lang=lang)
     more, rows = len(rows) > limit, rows[:limit]
     ids = [case.id for case in rows]
     last_texts = cases.last_messages(ids, role="customer")
@@ -99,13 +118,15 @@ def list_handoffs(cases: CaseBook, *, limit: int = DEFAULT_PAGE_SIZE,
     for case in rows:
         handoff = handoffs.get(case.id, {})
         items.append({"case_id": case.id, "customer_id": case.customer_id,
-                      "since": case.updated_at,
+                      "since": case.updated_at, "opened": case.created_at,
+                      "lang": case.lang,
                       "reason": handoff.get("artifacts", {}).get("reason"),
                       "summary": handoff.get("summary"),
                       "last_customer_message": last_texts.get(case.id)})
     next_cursor = _cursor(rows[-1].updated_at, rows[-1].id) if more else None
     return HandoffPage(items=items, next_cursor=next_cursor,
-                       total=cases.count("handed_off", updated_before=before))
+                       total=cases.count("handed_off", updated_before=before,
+                                         updated_after=since, lang=lang))
 
 
 def check_display_name(name: str, *, code: str) -> str:
@@ -116,6 +137,17 @@ def check_display_name(name: str, *, code: str) -> str:
         raise InvalidInput(f"a name must be 1–{MAX_AGENT_CHARS} printable characters, "
                            f"not {name!r}", code=code)
     return name
+
+
+def check_note(note: str) -> str:
+    """A supervisor's note on a decision, stripped (may be empty); `InvalidInput`
+    (`invalid_note`) if too long or holding control characters other than line breaks
+    (pure)."""
+    note = note.strip()
+    if len(note) > MAX_NOTE_CHARS or _CONTROL.search(note):
+        raise InvalidInput(f"a note must be at most {MAX_NOTE_CHARS} printable characters",
+                           code="invalid_note")
+    return note
 
 
 def check_reply(agent: str, text: str) -> tuple[str, str]:

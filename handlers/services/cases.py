@@ -18,6 +18,10 @@ SQL itself (`coalesce`), so two racing writers cannot rebind a case either.
 authenticated them), `code` (a one-time code, `handlers.services.verification`) or
 NULL (only claimed in the customer's own text: no writes until verified).
 
+`lang` is the guessed language of the case's newest customer message (the same guess
+the decision log keeps, router/storage/message_features.py), so the human queue can be
+filtered by language in SQL, a page at a time.
+
 Conditional turns (`record_if_status`) update the case only while it is in a given
 status and check the row count, so of several callers racing to move a case out of that
 status exactly one wins (the human queue's replies).
@@ -56,6 +60,7 @@ from sqlalchemy import case as sql_case
 
 from handlers.observation import Observation
 from router.storage.db import read_connection
+from router.storage.message_features import guess_language
 
 CaseStatus = Literal["resolved", "awaiting_customer", "awaiting_approval", "handed_off"]
 CASE_STATUSES: tuple[str, ...] = ("resolved", "awaiting_customer", "awaiting_approval",
@@ -74,6 +79,9 @@ cases = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
     Column("customer_verified_by", String(16)),  # channel | code | NULL: claimed only
+    # The guessed language of the newest customer message (router/storage/
+    # message_features.py): the human queue's language filter.
+    Column("lang", String(8)),
     # The human queue pages through one status in this order.
     Index("ix_cases_status_updated_at", "status", "updated_at", "id"),
 )
@@ -127,6 +135,8 @@ class CaseRow:
     updated_at: datetime
     customer_verified_by: str | None = None
     """`channel` or `code` when the case's customer is proven; None when only claimed."""
+    lang: str | None = None
+    """The guessed language of the newest customer message; None before the first."""
 
     @property
     def customer_verified(self) -> bool:
@@ -175,12 +185,25 @@ _INSERT_MESSAGE = insert(case_messages)
 _INSERT_ACTION = insert(case_actions)
 
 
+def _filtered(query: Any, status: str, *, updated_before: datetime | None,
+              updated_after: datetime | None, lang: str | None) -> Any:
+    """`query` restricted to cases in `status`, last updated in the window, in `lang`."""
+    query = query.where(cases.c.status == status)
+    if updated_before is not None:
+        query = query.where(cases.c.updated_at <= updated_before)
+    if updated_after is not None:
+        query = query.where(cases.c.updated_at >= updated_after)
+    if lang is not None:
+        query = query.where(cases.c.lang == lang)
+    return query
+
+
 def _case(row: Any) -> CaseRow:
     m = row._mapping
     return CaseRow(id=m["id"], status=m["status"], flow=m["flow"],
                    customer_id=m["customer_id"], context=json.loads(m["context"] or "{}"),
                    created_at=m["created_at"], updated_at=m["updated_at"],
-                   customer_verified_by=m["customer_verified_by"])
+                   customer_verified_by=m["customer_verified_by"], lang=m["lang"])
 
 
 class CaseBook:
@@ -202,7 +225,8 @@ class CaseBook:
         return self._now()
 
     def page(self, status: str, *, limit: int, after: tuple[datetime, str] | None = None,
-             updated_before: datetime | None = None) -> list[CaseRow]:
+             updated_before: datetime | None = None, updated_after: datetime | None = None,
+             lang: str | None = None) -> list[CaseRow]:
         """Up to `limit` cases in one status, by (`updated_at`, `id`), after a key.
 
         Keyset paging: the next page starts after the last row's key, so a page costs the
@@ -210,9 +234,8 @@ class CaseBook:
         not shift later pages.
         """
         c = cases.c
-        query = select(cases).where(c.status == status)
-        if updated_before is not None:
-            query = query.where(c.updated_at <= updated_before)
+        query = _filtered(select(cases), status, updated_before=updated_before,
+                          updated_after=updated_after, lang=lang)
         if after is not None:
             at, case_id = after
             query = query.where(or_(c.updated_at > at,
@@ -221,10 +244,11 @@ class CaseBook:
         with read_connection(self._engine) as conn:
             return [_case(row) for row in conn.execute(query)]
 
-    def count(self, status: str, *, updated_before: datetime | None = None) -> int:
-        query = select(func.count()).select_from(cases).where(cases.c.status == status)
-        if updated_before is not None:
-            query = query.where(cases.c.updated_at <= updated_before)
+    def count(self, status: str, *, updated_before: datetime | None = None,
+              updated_after: datetime | None = None, lang: str | None = None) -> int:
+        query = _filtered(select(func.count()).select_from(cases), status,
+                          updated_before=updated_before, updated_after=updated_after,
+                          lang=lang)
         with read_connection(self._engine) as conn:
             return int(conn.execute(query).scalar_one())
 
@@ -301,6 +325,8 @@ class CaseBook:
         values: dict[str, Any] = {"status": turn.status, "flow": turn.flow,
                                   "context": json.dumps(turn.context, default=str),
                                   "updated_at": now}
+        if turn.customer_text is not None:
+            values["lang"] = guess_language(turn.customer_text)
         exists = conn.execute(_CASE_EXISTS, {"case_id": case_id}).first()
         if exists is None:
             if expect_status is not None:
@@ -308,7 +334,8 @@ class CaseBook:
             verified = turn.customer_verified_by if turn.customer_id else None
             conn.execute(_INSERT_CASE, {"id": case_id, "created_at": now,
                                         "customer_id": turn.customer_id,
-                                        "customer_verified_by": verified, **values})
+                                        "customer_verified_by": verified, "lang": None,
+                                        **values})
         else:
             if turn.customer_id is not None:
                 values.update(_bind_customer(turn.customer_id, turn.customer_verified_by))

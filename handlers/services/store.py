@@ -163,6 +163,8 @@ class Store(Protocol):
 
     def refunded_cents(self, order_id: str, *, conn: Connection | None = None) -> int: ...
 
+    def refunds_of(self, order_id: str) -> list[Refund]: ...
+
     def add_refund(self, order_id: str, amount_cents: int, reason: str, *,
                    today: date, conn: Connection | None = None) -> Refund: ...
 
@@ -221,6 +223,13 @@ class SqlStore:
             return int(conn.execute(query).scalar_one())
         with read_connection(self.engine) as own:
             return int(own.execute(query).scalar_one())
+
+    def refunds_of(self, order_id: str) -> list[Refund]:
+        """The order's refunds, oldest first."""
+        query = (select(refunds).where(refunds.c.order_id == order_id.upper())
+                 .order_by(refunds.c.id))
+        with read_connection(self.engine) as conn:
+            return [Refund(**row._mapping) for row in conn.execute(query)]
 
     def add_refund(self, order_id: str, amount_cents: int, reason: str, *,
                    today: date, conn: Connection | None = None) -> Refund:

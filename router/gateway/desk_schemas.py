@@ -62,6 +62,9 @@ class ApprovalDecisionIn(BaseModel):
 
     decision: Annotated[str, Field(max_length=32)] = Field(description="approve | reject")
     supervisor: SupervisorName
+    note: Annotated[str, Field(max_length=1000)] = Field(
+        default="", description="For colleagues, kept in the case's history; the customer "
+        "does not see it.")
 
 
 class ApprovalOut(BaseModel):
@@ -122,6 +125,9 @@ class HandoffRow(BaseModel):
     case_id: str
     customer_id: str | None
     since: UtcDateTime
+    opened: UtcDateTime | None = Field(default=None, description="When the case was opened.")
+    lang: str | None = Field(default=None, description=(
+        "The guessed language of the newest customer message (`und`: none it knows)."))
     reason: str | None
     summary: str | None
     last_customer_message: str | None

@@ -9,12 +9,14 @@ value is an error (`StrictUndefined`), not an empty cell.
 Every page gets: `session` (the signed-in session, or None), `nav` (the areas its roles
 may open), `csrf_token` (the token the page's forms must carry), `base` (the console's
 URL prefix, behind any `root_path`), `static` (a function from a file name to its URL)
-and `request`. Responses carry a strict Content-Security-Policy (scripts, styles and
+and `request`; filters `ago` (time since a timestamp), `when` (a UTC timestamp) and
+`percent`. Responses carry a strict Content-Security-Policy (scripts, styles and
 images from the gateway itself only, no inline script) and are never cached.
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from functools import cache
 from typing import Any
 
@@ -40,14 +42,52 @@ SECURITY_HEADERS = {
 }
 
 
+def format_age(seconds: float) -> str:
+    """A duration as people say it: `45 s`, `12 min`, `3 h 5 min`, `2 d 4 h` (pure)."""
+    seconds = max(0, int(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes = seconds // 60
+    if minutes < 60:
+        return f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    days, hours = divmod(hours, 24)
+    return f"{days} d {hours} h" if hours else f"{days} d"
+
+
+def _aware(value: datetime) -> datetime:
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+def _ago(value: datetime | str | None) -> str:
+    if value is None:
+        return ""
+    at = datetime.fromisoformat(value) if isinstance(value, str) else value
+    return format_age((datetime.now(UTC) - _aware(at)).total_seconds())
+
+
+def _when(value: datetime | str | None) -> str:
+    """A UTC timestamp to the second, as `2026-12-03 12:55:11 UTC`."""
+    if value is None:
+        return ""
+    at = datetime.fromisoformat(value) if isinstance(value, str) else value
+    return _aware(at).astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
 @cache
 def environment() -> Environment:
     """The one environment (templates are compiled once per process)."""
-    return Environment(
+    env = Environment(
         loader=PackageLoader("router.gateway.console", "templates"),
         autoescape=select_autoescape(["html"], default_for_string=True, default=True),
         undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True,
     )
+    env.filters["ago"] = _ago
+    env.filters["when"] = _when
+    env.filters["percent"] = lambda value: "" if value is None else f"{100 * value:.1f} %"
+    return env
 
 
 def console_base(request: Request) -> str:

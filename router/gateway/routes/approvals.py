@@ -32,5 +32,5 @@ def decide_approval(operation: str, body: ApprovalDecisionIn, services: Services
                     principal: PrincipalDep) -> ApprovalOut:
     """Approve (issue exactly once) or reject (never issue) a held refund."""
     outcome = services.desk.decide_approval(operation, body.decision, body.supervisor,
-                                            principal=principal)
+                                            principal=principal, note=body.note)
     return ApprovalOut.model_validate(outcome, from_attributes=True)

@@ -30,9 +30,15 @@ def list_handoffs(
     = None,
     older_than_s: Annotated[float | None, Query(ge=0, le=10 ** 9, description=(
         "Only cases waiting at least this many seconds."))] = None,
+    newer_than_s: Annotated[float | None, Query(ge=0, le=10 ** 9, description=(
+        "Only cases waiting at most this many seconds."))] = None,
+    lang: Annotated[str | None, Query(pattern=r"^[a-z]{2,3}$", description=(
+        "Only cases whose newest customer message is in this language (`en`, `de`, …, "
+        "`und`)."))] = None,
 ) -> HandoffPageOut:
     """Cases waiting for a person, oldest first, one page at a time."""
-    page = services.desk.list_handoffs(limit=limit, cursor=cursor, older_than_s=older_than_s)
+    page = services.desk.list_handoffs(limit=limit, cursor=cursor, older_than_s=older_than_s,
+                                       newer_than_s=newer_than_s, lang=lang)
     return HandoffPageOut.model_validate(page, from_attributes=True)
 
 

@@ -8,11 +8,12 @@ tests do (tests/conftest.py), so CI cannot pass without having run them.
 
 Fixtures and helpers the console's browser tests share:
 
-- `console_server` (one per test module): the gateway, its `PEOPLE` keys configured, and
-  `api(person)`, an HTTP client calling the API with that person's key;
+- `console_server` (one per test module; `start_console_server` for more): the gateway,
+  its `PEOPLE` keys configured, and `api(person)`, an HTTP client calling the API with
+  that person's key;
 - `browser` (one per session), `sign_in(person)` (a fresh browser context signed in
-  through the sign-in form, its page returned), and `agent_page`, `supervisor_page`,
-  `admin_page`, each a signed-in page;
+  through the sign-in form, its page returned; `open_signed_in` for another server),
+  and `agent_page`, `supervisor_page`, `admin_page`, each a signed-in page;
 - `screenshot(page, name)`: writes `docs/console/img/<name>.png`, which the docs show;
 - `watch(page)`: records dialogs (alert/confirm/prompt) and page errors, so an escaping
   test can assert nothing ran.
@@ -24,6 +25,7 @@ import json
 import os
 import shutil
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -84,13 +86,13 @@ class ConsoleServer:
                             headers={"X-API-Key": PEOPLE[person].key})
 
 
-@pytest.fixture(scope="module")
-def console_server(trained: TrainResult,
-                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleServer]:
-    """`support-router serve` with `PEOPLE`'s keys, on its own SQLite file, no rate limit."""
-    folder = tmp_path_factory.mktemp("console")
+@contextmanager
+def start_console_server(trained: TrainResult, folder: Path, *,
+                         workers: int = 1) -> Iterator[ConsoleServer]:
+    """`support-router serve` with `PEOPLE`'s keys, on its own SQLite file in `folder`,
+    no rate limit; stopped on exit."""
     models = folder / "models"
-    models.mkdir()
+    models.mkdir(parents=True)
     (models / trained.model_path.name).symlink_to(trained.model_path)
     shutil.copy(trained.policy_path, models / "policy.json")
     database_url = f"sqlite:///{folder / 'console.db'}"
@@ -98,9 +100,18 @@ def console_server(trained: TrainResult,
                       database_url=database_url, api_keys=api_keys_setting(),
                       rate_limit_per_s="0")
     with GatewayProcess() as gateway:
-        url = gateway.start(env, [], folder / "serve.log")
+        url = gateway.start(env, ["--workers", str(workers)], folder / "serve.log")
         gateway.wait_ready(START_TIMEOUT_S)
         yield ConsoleServer(gateway, url, database_url)
+
+
+@pytest.fixture(scope="module")
+def console_server(trained: TrainResult,
+                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleServer]:
+    """One gateway for a test module (a module needing a fresh one per test overrides
+    this fixture with `start_console_server`)."""
+    with start_console_server(trained, tmp_path_factory.mktemp("console")) as server:
+        yield server
 
 
 def _chromium() -> str:
@@ -126,6 +137,18 @@ def browser() -> Iterator[Browser]:
         launched.close()
 
 
+def open_signed_in(browser: Browser, server: ConsoleServer, person: str) -> Page:
+    """A page in a new browser context, signed in through the form as `person`, on the
+    console's home; the caller closes `page.context`."""
+    context = browser.new_context(viewport=VIEWPORT, base_url=server.url)
+    page = context.new_page()
+    page.goto("/console/sign-in")
+    page.fill("#key", PEOPLE[person].key)
+    page.click("button[type=submit]")
+    page.wait_for_url("**/console/")
+    return page
+
+
 @pytest.fixture
 def sign_in(browser: Browser,
             console_server: ConsoleServer) -> Iterator[Callable[[str], Page]]:
@@ -134,13 +157,8 @@ def sign_in(browser: Browser,
     contexts: list[BrowserContext] = []
 
     def open_as(person: str) -> Page:
-        context = browser.new_context(viewport=VIEWPORT, base_url=console_server.url)
-        contexts.append(context)
-        page = context.new_page()
-        page.goto("/console/sign-in")
-        page.fill("#key", PEOPLE[person].key)
-        page.click("button[type=submit]")
-        page.wait_for_url("**/console/")
+        page = open_signed_in(browser, console_server, person)
+        contexts.append(page.context)
         return page
 
     yield open_as

@@ -1,4 +1,4 @@
-"""The web console's sign-in sessions.
+"""The web console's sign-in sessions, and each case's language for the queue's filter.
 
 Revision ID: 0006
 Revises: 0005
@@ -8,7 +8,9 @@ Frozen copy of the definitions in router/storage/console_sessions.py:
 
 - `console_sessions`: one row per console sign-in, keyed by the sha256 of the session
   token (never the token), with the key's name and roles, the session's CSRF token, when
-  it was made, expires and was revoked.
+  it was made, expires and was revoked;
+- `cases.lang` (handlers/services/cases.py): the guessed language of the case's newest
+  customer message, NULL on cases last written before this revision.
 """
 
 from __future__ import annotations
@@ -36,8 +38,11 @@ def upgrade() -> None:
     )
     op.create_index("ix_console_sessions_expires_at", "console_sessions", ["expires_at"],
                     unique=False)
+    op.add_column("cases", sa.Column("lang", sa.String(length=8), nullable=True))
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("cases") as batch:
+        batch.drop_column("lang")
     op.drop_index("ix_console_sessions_expires_at", table_name="console_sessions")
     op.drop_table("console_sessions")
