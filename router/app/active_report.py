@@ -8,8 +8,9 @@ model and policy that decide today's traffic. The plots are PNGs inlined as `dat
 URLs, so the page needs no other request and no asset outside the package.
 
 A report is a pure function of (policy version, model, labelled data), so each worker
-keeps the last one it rendered and renders again only when one of them changed; the
-first render takes a few seconds (scoring, 1,000 bootstrap resamples, four plots).
+keeps the last one it rendered and renders again only when one of them changed. A render
+takes a few seconds (scoring, 1,000 bootstrap resamples, four plots), so it runs on a
+thread of its own while the page says so (`ReportCache.ready`).
 matplotlib and SciPy are imported by the first render, not by a gateway that never
 shows the page.
 """
@@ -18,8 +19,10 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import logging
 import tempfile
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,7 +31,10 @@ import numpy as np
 from calibration.data import data_sha, load_labelled
 from calibration.splits import assign_parts, model_train_mask
 from router.contracts import ROUTES, Policy
+from router.errors import SupportRouterError
 from router.models.base import DecisionModel
+
+logger = logging.getLogger(__name__)
 
 ROWS_NOTE = ("test part of the labelled data, outside the model's training split: never used "
              "to fit or certify")
@@ -84,7 +90,12 @@ def render_policy_report(model: DecisionModel, policy: Policy, labelled: Path, *
 
 
 class ReportCache:
-    """The last report this worker rendered, again while its inputs are unchanged."""
+    """The last report this worker rendered, again while its inputs are unchanged.
+
+    `ready` never waits for a render: it starts one in the background and answers None
+    (the page says it is being prepared and reloads), so no request holds a worker for
+    the seconds a render takes and a gateway nobody asks for a report renders none.
+    """
 
     def __init__(self, labelled: Path, *, n_boot: int = 1000) -> None:
         """`labelled`: the routing data the model was trained from (`routes_data`); its
@@ -92,19 +103,65 @@ class ReportCache:
         self.labelled = labelled
         self.n_boot = n_boot
         self._lock = threading.Lock()
-        self._key: tuple[str, str, str] | None = None
         self._page: ReportPage | None = None
+        self._key: _Key | None = None
+        self._rendering: set[_Key] = set()
+        self._failed: dict[_Key, Exception] = {}
 
-    def page(self, model: DecisionModel, policy: Policy) -> ReportPage:
-        """The report of `policy` on `model`; renders at most one at a time."""
-        key = (policy.version, model.name, _files_sha(self.labelled))
+    def ready(self, model: DecisionModel, policy: Policy) -> ReportPage | None:
+        """The report of `policy` on `model` if rendered, else None (a render started).
+
+        Raises
+        ------
+        Exception
+            what the last render of these inputs raised (once; the next call renders
+            again), e.g. `ModelUnavailable` from a remote model.
+        """
+        key = self._key_of(model, policy)
         with self._lock:
-            if self._page is None or self._key != key:
-                self._page = render_policy_report(model, policy, self.labelled,
-                                                  training_data=self.labelled,
-                                                  n_boot=self.n_boot)
-                self._key = key
-            return self._page
+            if self._page is not None and self._key == key:
+                return self._page
+            failure = self._failed.pop(key, None)
+            if failure is not None:
+                raise failure
+            if key not in self._rendering:
+                self._rendering.add(key)
+                threading.Thread(target=self._render, args=(key, model, policy),
+                                 name="report-render", daemon=True).start()
+            return None
+
+    def page(self, model: DecisionModel, policy: Policy, *, timeout_s: float = 120.0
+             ) -> ReportPage:
+        """The report of `policy` on `model`, waiting for its render."""
+        deadline = time.monotonic() + timeout_s
+        while (page := self.ready(model, policy)) is None:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the report of {policy.version} took over {timeout_s} s")
+            time.sleep(0.05)
+        return page
+
+    def _key_of(self, model: DecisionModel, policy: Policy) -> _Key:
+        return (policy.version, model.name, _files_sha(self.labelled))
+
+    def _render(self, key: _Key, model: DecisionModel, policy: Policy) -> None:
+        try:
+            page = render_policy_report(model, policy, self.labelled,
+                                        training_data=self.labelled, n_boot=self.n_boot)
+        except Exception as exc:  # noqa: BLE001 - shown to whoever asks next
+            if not isinstance(exc, SupportRouterError):
+                logger.exception("the calibration report of %s did not render",
+                                 policy.version)
+            with self._lock:
+                self._failed[key] = exc
+                self._rendering.discard(key)
+            return
+        with self._lock:
+            self._page, self._key = page, key
+            self._rendering.discard(key)
+
+
+_Key = tuple[str, str, str]
+"""(policy version, model name, what the labelled files are)."""
 
 
 def _files_sha(path: Path) -> str:

@@ -27,7 +27,7 @@ HOSTILE = ('<script>alert("notes")</script>"><img src=x onerror=alert(1)> '
 """A policy's notes are free text: they render as text and run nothing."""
 TEXT = "my kettle arrived broken, please refund order O-1001"
 REPORT_TIMEOUT_MS = 60_000
-"""The first render of a report scores the test part and draws four plots (seconds)."""
+"""A report's render scores the test part and draws four plots (seconds)."""
 
 
 def _policies(server: ConsoleServer) -> dict[str, Any]:
@@ -214,7 +214,11 @@ def test_the_reports_page_shows_the_plots(
     page = sign_in(BY_ROLE[role])
     seen = watch(page)
     page.set_default_timeout(REPORT_TIMEOUT_MS)
-    page.goto("/console/reports", timeout=REPORT_TIMEOUT_MS)
+    page.goto("/console/reports")
+    first = _timings(page)
+    if role == "admin":  # the first to ask: the render starts, the page reloads itself
+        assert page.get_by_test_id("report-pending").is_visible()
+    page.get_by_test_id("report").wait_for()
     report = page.get_by_test_id("report")
     assert _served_version(console_server) in report.inner_text()
     images = report.locator("img")
@@ -224,7 +228,7 @@ def test_the_reports_page_shows_the_plots(
     assert seen.errors == []
     if role == "admin":
         page.goto("/console/reports")  # the kept render: what a reader usually gets
-        print(f"/console/reports timings (kept render): {_timings(page)}")
+        print(f"/console/reports timings: while rendering {first}, rendered {_timings(page)}")
         report.locator("h2", has_text="Reliability").evaluate("h => h.scrollIntoView()")
         screenshot(page, "reports")
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,8 @@ from calibration.splits import part_of
 from router.app.active_report import ReportCache, render_policy_report
 from router.app.training import TrainResult
 from router.cli.main import app
+from router.contracts import RouteScores
+from router.errors import ModelUnavailable
 from router.models.local.model import LocalRouteModel
 from router.settings import Settings
 from tests.paths import DATASETS
@@ -76,3 +79,30 @@ def test_the_cache_renders_again_only_when_the_policy_changes(trained: TrainResu
     second = cache.page(model, stricter)
     assert second is not first and second.policy_version == "stricter"
     assert json.dumps(second.html) != json.dumps(first.html)
+
+
+class _AwayModel:
+    """A remote model that does not answer (the `DecisionModel` interface)."""
+
+    name = "typesafe:away@0"
+
+    def score(self, text: str) -> RouteScores:
+        raise ModelUnavailable("the model server does not answer")
+
+    def score_batch(self, texts: Sequence[str]) -> list[RouteScores]:
+        raise ModelUnavailable("the model server does not answer")
+
+
+def test_ready_never_waits_and_a_failed_render_is_said_once(trained: TrainResult,
+                                                           labelled: Path) -> None:
+    cache = ReportCache(labelled, n_boot=N_BOOT)
+    model = LocalRouteModel.load(trained.model_path)
+    assert cache.ready(model, trained.policy) is None  # started, not awaited
+    page = cache.page(model, trained.policy)
+    assert cache.ready(model, trained.policy) is page
+
+    away = trained.policy.model_copy(update={"version": "away"})
+    assert cache.ready(_AwayModel(), away) is None
+    with pytest.raises(ModelUnavailable, match="does not answer"):
+        cache.page(_AwayModel(), away)
+    assert cache.ready(_AwayModel(), away) is None  # asked again: rendered again

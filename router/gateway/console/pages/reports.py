@@ -22,10 +22,21 @@ from router.gateway.deps import ServicesDep
 router = APIRouter(route_class=ConsoleRoute)
 
 
+REFRESH_S = 2
+"""While the report renders, the page reloads itself this often (a `Refresh` header: the
+CSP allows no script)."""
+
+
 @router.get("/reports")
 async def reports(request: Request, session: ReaderSession, services: ServicesDep) -> Response:
-    """The served policy's report (rendered once per version and worker, then kept)."""
+    """The served policy's report (rendered once per version and worker, then kept); while
+    it renders, a page that says so and reloads."""
     bound = services.router.primary
-    report = await run_in_threadpool(services.reports.page, bound.model, bound.policy)
-    return render(request, "reports.html", report=report,
-                  report_html=Markup(report.html))  # noqa: S704 - escaped by calibration.report
+    report = await run_in_threadpool(services.reports.ready, bound.model, bound.policy)
+    if report is None:
+        return render(request, "reports.html", report=None, policy=bound.policy,
+                      report_html="", refresh_s=REFRESH_S,
+                      headers={"Refresh": str(REFRESH_S)})
+    return render(request, "reports.html", report=report, policy=bound.policy,
+                  report_html=Markup(report.html),  # noqa: S704 - escaped by calibration.report
+                  refresh_s=REFRESH_S)
