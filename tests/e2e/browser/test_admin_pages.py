@@ -121,6 +121,23 @@ def test_a_confirmation_made_stale_by_another_admin_changes_nothing(
         assert api.post("/v1/admin/policy/rollback").status_code == 200
 
 
+def test_a_refused_policy_says_why_and_keeps_what_was_pasted(
+        sign_in: Callable[[str], Page], console_server: ConsoleServer) -> None:
+    before = _policies(console_server)
+    page = sign_in(ADMIN)
+    page.goto("/console/policies")
+    broken = json.dumps({**_active_policy(console_server), "version": "console-broken",
+                         "calibrator": {"kind": "temperature", "params": {}}})
+    page.fill("#policy", broken)
+    with page.expect_response("**/console/policies/publish/review") as answer:
+        page.click("[data-testid=publish-form] button[type=submit]")
+    assert answer.value.status == 422
+    alert = page.locator("p.error[data-code=invalid_policy]")
+    assert "calibrator.params" in alert.inner_text()
+    assert page.input_value("#policy") == broken
+    assert _policies(console_server) == before
+
+
 def test_an_earlier_version_is_published_again_from_its_row(
         sign_in: Callable[[str], Page], console_server: ConsoleServer) -> None:
     before = _policies(console_server)

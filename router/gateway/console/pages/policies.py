@@ -26,7 +26,7 @@ from starlette.concurrency import run_in_threadpool
 from router.app.policy_views import PolicyVersionsOut, read_policy_versions
 from router.app.services import Services
 from router.contracts import Policy
-from router.errors import InvalidInput
+from router.errors import Conflict, InvalidInput
 from router.gateway.console.deps import AdminSession, CheckedForm, ReaderSession
 from router.gateway.console.errors import ConsoleRoute
 from router.gateway.console.forms import Form
@@ -69,7 +69,7 @@ async def policies(request: Request, session: ReaderSession, services: ServicesD
     done_note = {"action": done, "version": version, "previous": previous} if done in (
         "publish", "rollback") else None
     return render(request, "policies.html", view=view, can_change="admin" in session.roles,
-                  done=done_note)
+                  done=done_note, refused=None, pasted="")
 
 
 @router.post("/policies/publish/review")
@@ -81,7 +81,14 @@ async def review_publish(request: Request, session: AdminSession, form: CheckedF
         services.policies.accept(candidate)
         return candidate, _versions(services)
 
-    candidate, view = await run_in_threadpool(check)
+    try:
+        candidate, view = await run_in_threadpool(check)
+    except (InvalidInput, Conflict) as refused:  # InvalidPolicy is an InvalidInput
+        # The page again, with why and the pasted text kept, so it can be corrected.
+        view = await run_in_threadpool(_versions, services)
+        return render(request, "policies.html", status_code=refused.status_code, view=view,
+                      can_change=True, done=None, refused=refused,
+                      pasted=form.get("policy", ""))
     pasted = bool(form.get("policy", "").strip())
     return render(request, "policy_confirm.html", action="publish", view=view,
                   active=view.active, target=None, candidate=candidate,
