@@ -10,16 +10,24 @@ state it starts from instead of assuming it.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 from playwright.sync_api import Page
 
-from router.contracts import ExperimentConfig
+from calibration.data import load_labelled, split_of
+from router.app.training import TrainResult
+from router.contracts import ExperimentConfig, Policy
 from router.routing.experiments import assign
+from router.storage.policy_store import load_policy
 from tests.e2e.browser.conftest import BY_ROLE, ConsoleServer, screenshot, watch
+from tests.paths import DATASETS, REPO_ROOT
+from tests.servers import gateway_env
 
 ADMIN = BY_ROLE["admin"]
 HOSTILE = ('<script>alert("notes")</script>"><img src=x onerror=alert(1)> '
@@ -28,6 +36,27 @@ HOSTILE = ('<script>alert("notes")</script>"><img src=x onerror=alert(1)> '
 TEXT = "my kettle arrived broken, please refund order O-1001"
 REPORT_TIMEOUT_MS = 60_000
 """A report's render scores the test part and draws four plots (seconds)."""
+
+
+@pytest.fixture(scope="module")
+def calibrated(trained: TrainResult, tmp_path_factory: pytest.TempPathFactory) -> Policy:
+    """What the data team brings to the console: `support-router score` and `calibrate`
+    (real processes) on the routing data's test split, which the model never saw."""
+    folder = tmp_path_factory.mktemp("calibrate")
+    labels = folder / "labels.jsonl"
+    labels.write_text("".join(r.model_dump_json() + "\n" for r in load_labelled(
+        DATASETS / "routes") if split_of(r.id) == "test"), encoding="utf-8")
+    env = gateway_env(trained.model_path.parent, trained.policy_path, folder / "var")
+    model = str(trained.model_path)
+    for args in (["score", "--data", labels, "--out", folder / "pred.jsonl", "--model", model,
+                  "--no-cache"],
+                 ["calibrate", "--predictions", folder / "pred.jsonl", "--labels", labels,
+                  "--out", folder / "policy.json", "--model", model, "--version", "week-49",
+                  "--n-boot", "200"]):
+        done = subprocess.run([sys.executable, "-m", "router", *map(str, args)], env=env,
+                              cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stdout + done.stderr
+    return load_policy(Path(folder / "policy.json"))
 
 
 def _policies(server: ConsoleServer) -> dict[str, Any]:
@@ -62,30 +91,36 @@ def _timings(page: Page) -> dict[str, float]:
 
 
 def test_an_admin_publishes_a_policy_and_rolls_it_back(
-        sign_in: Callable[[str], Page], console_server: ConsoleServer) -> None:
+        sign_in: Callable[[str], Page], console_server: ConsoleServer,
+        calibrated: Policy) -> None:
+    """The policy `calibrate` wrote is pasted, reviewed and confirmed; the API, the
+    decisions and the page agree; then it is rolled back the same way."""
     before = _policies(console_server)
     original = before["active_version"]
     page = sign_in(ADMIN)
     seen = watch(page)
     page.goto("/console/policies")
-    active_json = {**_active_policy(console_server), "version": "console-stricter",
-                   "threshold": 0.95, "notes": HOSTILE}
-    page.fill("#policy", json.dumps(active_json))
+    page.fill("#policy", calibrated.model_dump_json(indent=2))
     page.click("[data-testid=publish-form] button[type=submit]")
-    assert page.locator("h1").inner_text() == "Publish console-stricter?"
+    assert page.locator("h1").inner_text() == "Publish week-49?"
     assert original in page.locator("main").inner_text()  # what it replaces is shown
     assert _policies(console_server)["active_version"] == original  # the review wrote nothing
     page.click("[data-testid=confirm]")
     page.wait_for_url("**/console/policies?done=publish*")
-    assert "Published console-stricter" in page.get_by_test_id("done").inner_text()
+    assert "Published week-49" in page.get_by_test_id("done").inner_text()
 
     after = _policies(console_server)
-    assert (after["active_version"], after["rollback_to"]) == ("console-stricter", original)
+    assert (after["active_version"], after["rollback_to"]) == ("week-49", original)
     assert (after["history"][0]["action"], after["history"][0]["by"]) == ("publish", ADMIN)
-    assert _decided_with(console_server, "console-stricter")
-    row = page.locator("[data-testid=versions] tr[data-version='console-stricter']")
-    assert "active" in row.inner_text() and "0.95" in row.inner_text()
-    assert HOSTILE in page.get_by_test_id("version-console-stricter").inner_text()  # as text
+    assert _decided_with(console_server, "week-49")
+    card = page.get_by_test_id("version-week-49")
+    routing = calibrated.metrics_test["routing"]
+    assert f"Held-out test part ({calibrated.metrics_test['n']} rows" in card.inner_text()
+    assert f"{routing['misroute_rate_routed']['value']:.4f}" in card.inner_text()
+    assert calibrated.guarantee is not None
+    assert f"upper bound {calibrated.guarantee.upper_bound:.4f}" in card.inner_text()
+    row = page.locator("[data-testid=versions] tr[data-version='week-49']")
+    assert "active" in row.inner_text() and f"{calibrated.threshold:.2f}" in row.inner_text()
     screenshot(page, "policies")
     timings = _timings(page)
 
@@ -108,7 +143,8 @@ def test_a_confirmation_made_stale_by_another_admin_changes_nothing(
     page.goto("/console/policies")
     page.fill("#policy", json.dumps(stale))
     page.click("[data-testid=publish-form] button[type=submit]")
-    meanwhile = {**_active_policy(console_server), "version": "console-meanwhile"}
+    meanwhile = {**_active_policy(console_server), "version": "console-meanwhile",
+                 "notes": HOSTILE}
     with console_server.api(ADMIN) as api:
         assert api.post("/v1/admin/policy", json=meanwhile).status_code == 200
     before = _policies(console_server)
@@ -117,6 +153,10 @@ def test_a_confirmation_made_stale_by_another_admin_changes_nothing(
     assert answer.value.status == 409
     assert page.get_by_test_id("error-code").inner_text() == "policy_changed"
     assert _policies(console_server) == before
+    seen = watch(page)
+    page.goto("/console/policies")
+    assert HOSTILE in page.get_by_test_id("version-console-meanwhile").inner_text()  # as text
+    assert seen.dialogs == [] and seen.errors == []
     with console_server.api(ADMIN) as api:  # leave the active version as it was
         assert api.post("/v1/admin/policy/rollback").status_code == 200
 
