@@ -136,6 +136,30 @@ def test_approve_then_reject_stays_approved(desk: SupportDesk, engine: Engine) -
     assert new_refunds(before, snapshot(engine)) == [("O-2002", 35000)]
 
 
+def test_a_review_shows_the_case_the_order_and_what_it_was_refunded_before(
+        desk: SupportDesk) -> None:
+    case_id, op = _held(desk)
+    review = desk.review_approval(op)
+    assert (review["approval"]["operation"], review["approval"]["amount"]) == (op, "$350.00")
+    assert review["case"]["case_id"] == case_id
+    assert [m["text"] for m in review["case"]["messages"] if m["role"] == "customer"] == [
+        WHEELS]
+    assert (review["order"]["id"], review["order"]["total"]) == ("O-2002", "$350.00")
+    assert review["account"]["email"] == "ben.ortiz@example.com"
+    assert review["earlier_refunds"] == []
+    desk.decide_approval(op, "approve", "maria", principal="sup-maria",
+                         note="Photos checked.\nCourier confirmed.")
+    after = desk.review_approval(op)
+    assert [(r["amount"], r["order_id"]) for r in after["earlier_refunds"]] == [
+        ("$350.00", "O-2002")]
+    assert after["approval"]["decided_by"] == "sup-maria"
+    (told,) = [a for a in after["case"]["actions"] if a["name"] == "refunds.decide"]
+    assert told["artifacts"]["note"] == "Photos checked.\nCourier confirmed."
+    with pytest.raises(NotFound) as exc:
+        desk.review_approval("op-nope")
+    assert exc.value.code == "unknown_operation"
+
+
 def test_approval_through_a_lost_response(desk: SupportDesk, engine: Engine) -> None:
     before = snapshot(engine)
     _, op = _held(desk)
@@ -149,13 +173,16 @@ def test_approval_through_a_lost_response(desk: SupportDesk, engine: Engine) -> 
     (("op-nope", "approve", "maria"), NotFound, "unknown_operation"),
     (("{op}", "maybe", "maria"), InvalidInput, "invalid_decision"),
     (("{op}", "approve", "  "), InvalidInput, "invalid_supervisor"),
+    (("{op}", "approve", "maria", "x" * 1001), InvalidInput, "invalid_note"),
+    (("{op}", "approve", "maria", "bell\x07"), InvalidInput, "invalid_note"),
 ])
 def test_bad_decisions_change_nothing(desk: SupportDesk, engine: Engine, args: tuple,
                                       error: type, code: str) -> None:
     _, op = _held(desk)
     before = snapshot(engine)
+    operation, choice, supervisor, *note = (a.format(op=op) for a in args)
     with pytest.raises(error) as exc:
-        desk.decide_approval(*(a.format(op=op) for a in args))
+        desk.decide_approval(operation, choice, supervisor, note=note[0] if note else "")
     assert exc.value.code == code
     assert snapshot(engine) == before and desk.list_approvals("held")[0]["operation"] == op
 

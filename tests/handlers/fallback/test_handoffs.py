@@ -147,7 +147,32 @@ def test_the_queue_is_paged_oldest_first_and_filtered_by_age(engine: Engine) -> 
     assert [r["case_id"] for r in old.items] == queued[:4] and old.total == 4
 
 
+def test_the_queue_is_filtered_by_language_and_a_waiting_window(engine: Engine) -> None:
+    """The language is that of the newest customer message; the window bounds the wait
+    from both sides; `total` counts the matching cases on every page."""
+    clock = _Clock()
+    desk = build_desk(engine, fixture_path=FIXTURE, today=TODAY, now=clock)
+    texts = [COMPLAINT, "Der Kurier war unfreundlich und ich möchte mich bitte beschweren.",
+             COMPLAINT, "Le livreur était impoli et je veux me plaindre de la commande."]
+    cases = []
+    for text in texts:  # one every ten minutes, from 08:10
+        clock.at += timedelta(minutes=10)
+        cases.append(desk.handle_message(text, None, None, decision("other")).case_id)
+    english = desk.list_handoffs(lang="en", limit=1)
+    assert [r["case_id"] for r in english.items] == [cases[0]] and english.total == 2
+    assert english.items[0]["lang"] == "en"
+    assert [r["case_id"] for r in desk.list_handoffs(
+        lang="en", cursor=english.next_cursor).items] == [cases[2]]
+    assert [r["case_id"] for r in desk.list_handoffs(lang="de").items] == [cases[1]]
+    assert desk.list_handoffs(lang="sv").total == 0
+    clock.at += timedelta(minutes=5)  # waits: 35, 25, 15 and 5 minutes
+    window = desk.list_handoffs(older_than_s=10 * 60, newer_than_s=30 * 60)
+    assert [r["case_id"] for r in window.items] == cases[1:3] and window.total == 2
+
+
 @pytest.mark.parametrize(("kwargs", "code"), [
+    ({"lang": "xx"}, "invalid_lang"),
+    ({"newer_than_s": -1}, "invalid_newer_than"),
     ({"limit": 0}, "invalid_limit"),
     ({"limit": MAX_PAGE_SIZE + 1}, "invalid_limit"),
     ({"cursor": "not-a-cursor"}, "invalid_cursor"),

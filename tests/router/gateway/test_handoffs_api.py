@@ -119,6 +119,10 @@ def test_the_queue_comes_a_page_at_a_time(client: TestClient) -> None:
     assert seen == cases  # oldest first, each once
     assert client.get("/v1/handoffs", params={"older_than_s": 3600}).json() == {
         "items": [], "next_cursor": None, "total": 0}
+    assert client.get("/v1/handoffs", params={"newer_than_s": 3600}).json()["total"] == 5
+    english = client.get("/v1/handoffs", params={"lang": "en"}).json()
+    assert english["total"] == 5 and {r["lang"] for r in english["items"]} == {"en"}
+    assert client.get("/v1/handoffs", params={"lang": "de"}).json()["total"] == 0
 
 
 @pytest.mark.parametrize(("query", "code"), [
@@ -128,6 +132,9 @@ def test_the_queue_comes_a_page_at_a_time(client: TestClient) -> None:
     ({"cursor": "bad cursor!"}, "invalid_request"),
     ({"cursor": "bm90LWpzb24"}, "invalid_cursor"),
     ({"older_than_s": -5}, "invalid_request"),
+    ({"newer_than_s": -5}, "invalid_request"),
+    ({"lang": "klingon"}, "invalid_request"),
+    ({"lang": "xx"}, "invalid_lang"),
 ])
 def test_bad_paging_is_a_422(client: TestClient, query: dict, code: str) -> None:
     response = client.get("/v1/handoffs", params=query)
