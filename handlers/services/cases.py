@@ -18,9 +18,10 @@ SQL itself (`coalesce`), so two racing writers cannot rebind a case either.
 authenticated them), `code` (a one-time code, `handlers.services.verification`) or
 NULL (only claimed in the customer's own text: no writes until verified).
 
-`lang` is the guessed language of the case's newest customer message (the same guess
-the decision log keeps, router/storage/message_features.py), so the human queue can be
-filtered by language in SQL, a page at a time.
+`lang` is the guessed language of the customer message that handed the case to a person
+(the same guess the decision log keeps, router/storage/message_features.py), so the
+human queue can be filtered by language in SQL, a page at a time; for a case in the
+queue that is its newest customer message.
 
 Conditional turns (`record_if_status`) update the case only while it is in a given
 status and check the row count, so of several callers racing to move a case out of that
@@ -79,8 +80,8 @@ cases = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
     Column("customer_verified_by", String(16)),  # channel | code | NULL: claimed only
-    # The guessed language of the newest customer message (router/storage/
-    # message_features.py): the human queue's language filter.
+    # The guessed language of the message that handed the case to a person (router/
+    # storage/message_features.py): the human queue's language filter.
     Column("lang", String(8)),
     # The human queue pages through one status in this order.
     Index("ix_cases_status_updated_at", "status", "updated_at", "id"),
@@ -136,7 +137,7 @@ class CaseRow:
     customer_verified_by: str | None = None
     """`channel` or `code` when the case's customer is proven; None when only claimed."""
     lang: str | None = None
-    """The guessed language of the newest customer message; None before the first."""
+    """The guessed language of the message that last handed the case to a person."""
 
     @property
     def customer_verified(self) -> bool:
@@ -325,7 +326,8 @@ class CaseBook:
         values: dict[str, Any] = {"status": turn.status, "flow": turn.flow,
                                   "context": json.dumps(turn.context, default=str),
                                   "updated_at": now}
-        if turn.customer_text is not None:
+        if turn.customer_text is not None and turn.status == "handed_off":
+            # Only the queue reads it: other turns do not pay for the guess.
             values["lang"] = guess_language(turn.customer_text)
         exists = conn.execute(_CASE_EXISTS, {"case_id": case_id}).first()
         if exists is None:

@@ -9,8 +9,9 @@ Frozen copy of the definitions in router/storage/console_sessions.py:
 - `console_sessions`: one row per console sign-in, keyed by the sha256 of the session
   token (never the token), with the key's name and roles, the session's CSRF token, when
   it was made, expires and was revoked;
-- `cases.lang` (handlers/services/cases.py): the guessed language of the case's newest
-  customer message, NULL on cases last written before this revision.
+- `cases.lang` (handlers/services/cases.py): the guessed language of the customer
+  message that handed the case to a person; NULL on cases handed off before this
+  revision (the queue's language filter does not find them).
 """
 
 from __future__ import annotations

@@ -285,3 +285,22 @@ def test_pages_carry_a_strict_content_security_policy(console: TestClient) -> No
     css = console.get("/console/static/console.css")
     assert css.status_code == 200 and css.headers["content-type"].startswith("text/css")
     assert console.get("/console/static/../app.py").status_code == 404
+
+
+def test_sign_in_attempts_are_rate_limited_per_client_address(
+        keyed_settings: Settings) -> None:
+    limited = keyed_settings.model_copy(update={"rate_limit_per_s": 0.001,
+                                                "rate_limit_burst": 2})
+    with TestClient(create_app(limited)) as client:
+        page, statuses = client.get("/console/sign-in"), []
+        for _ in range(3):  # each refusal's page carries a fresh form token
+            page = client.post("/console/sign-in", data={"csrf_token": csrf_of(page.text),
+                                                         "key": KEYS["agent"] + "x"})
+            statuses.append(page.status_code)
+        assert statuses == [401, 401, 429]
+        assert codes_of(page.text)[0] == "rate_limited"
+        token = csrf_of(client.get("/console/sign-in").text)
+        right = client.post("/console/sign-in", data={"csrf_token": token,
+                                                      "key": KEYS["agent"]})
+        assert right.status_code == 429  # the right key waits its turn like any guess
+        assert _sessions(client) == []
