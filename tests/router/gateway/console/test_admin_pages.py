@@ -6,11 +6,15 @@ tests/e2e/browser/test_admin_pages.py, drives the same pages in Chromium)."""
 from __future__ import annotations
 
 import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
+from router.gateway.app import create_app
 from router.settings import Settings
 from router.storage.db import make_engine
 from router.storage.policy_db import policy_active, policy_history, policy_versions
@@ -22,6 +26,21 @@ OPENS = {
     "supervisor": {"/console/policies", "/console/reports"},
     "agent": set(),
 }
+
+
+@pytest.fixture
+def keyed_settings(keyed_settings: Settings, tmp_path: Path) -> Settings:
+    """A private copy of the policy file: a publish rewrites it, and the trained one is
+    shared by every test of the session."""
+    policy = tmp_path / "policy.json"
+    shutil.copy(keyed_settings.policy_path, policy)
+    return keyed_settings.model_copy(update={"policy_path": policy})
+
+
+@pytest.fixture
+def console(keyed_settings: Settings) -> Iterator[TestClient]:
+    with TestClient(create_app(keyed_settings)) as client:
+        yield client
 
 
 def _stored(settings: Settings) -> dict[str, list[tuple[object, ...]]]:
