@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from router.contracts import Guarantee, Policy, PolicyData, PolicyModel
-from router.storage.policy_db import PolicyDB, replay_history
+from router.storage.policy_db import PolicyDB, StoredVersion, replay_history
 
 HELD_OUT_RATES = ("misroute_rate_routed", "coverage", "clarify_rate", "unclear_recall",
                   "misroute_rate", "correct_outcome_rate")
@@ -75,6 +75,15 @@ class PolicyVersionOut(BaseModel):
     notes: str
 
 
+class UnreadableVersionOut(BaseModel):
+    """A stored version that does not load (edited by hand, say): what is wrong with it."""
+
+    version: str
+    active: bool
+    stored_at: datetime
+    problem: str
+
+
 class PolicyVersionsOut(BaseModel):
     slot: str
     """The primary backend whose versions these are."""
@@ -85,6 +94,9 @@ class PolicyVersionsOut(BaseModel):
     """The version a rollback would re-activate; None when there is none."""
     versions: list[PolicyVersionOut]
     """Newest stored first."""
+    unreadable: list[UnreadableVersionOut] = []
+    """Stored versions that do not load; publishing a valid one or rolling back replaces
+    a broken active one."""
     history: list[PolicyEventOut]
     """Newest first."""
 
@@ -128,19 +140,22 @@ def _version_out(policy: Policy, stored_at: datetime, *, active: bool,
         held_out=held_out_figures(policy.metrics_test), notes=policy.notes)
 
 
-def policy_versions_view(*, slot: str, versions: list[tuple[Policy, datetime]],
+def policy_versions_view(*, slot: str, versions: list[StoredVersion],
                          history: list[dict[str, Any]], served_version: str
                          ) -> PolicyVersionsOut:
     """The page's model from the stored versions and the history (oldest first)."""
     events = [PolicyEventOut.model_validate(e) for e in history]
     stack = replay_history(history)
     active = stack[-1] if stack else None
-    rows = [_version_out(policy, at, active=policy.version == active, events=events)
-            for policy, at in versions]
+    rows = [_version_out(v.policy, v.stored_at, active=v.version == active, events=events)
+            for v in versions if v.policy is not None]
     rows.sort(key=lambda row: row.stored_at, reverse=True)
+    unreadable = [UnreadableVersionOut(version=v.version, active=v.version == active,
+                                       stored_at=v.stored_at, problem=v.problem or "")
+                  for v in versions if v.policy is None]
     return PolicyVersionsOut(slot=slot, active_version=active, served_version=served_version,
                              rollback_to=stack[-2] if len(stack) >= 2 else None,
-                             versions=rows, history=events[::-1])
+                             versions=rows, unreadable=unreadable, history=events[::-1])
 
 
 def read_policy_versions(db: PolicyDB, *, served_version: str) -> PolicyVersionsOut:

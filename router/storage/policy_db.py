@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -90,6 +91,16 @@ _PG_SLOT_LOCK = ("SELECT pg_advisory_xact_lock(hashtextextended("
                  "'support-router:policy:' || coalesce(current_schema(), '') || ':' || %s, 0))")
 
 
+@dataclass(frozen=True)
+class StoredVersion:
+    """One stored version: its policy, or why it does not load."""
+
+    version: str
+    stored_at: datetime
+    policy: Policy | None
+    problem: str | None = None
+
+
 def policy_slot(settings: Settings) -> str:
     """The slot of the configured primary backend's policy."""
     return settings.backend
@@ -135,14 +146,10 @@ class PolicyDB:
         with read_connection(self.engine) as conn:
             return self._history(conn)
 
-    def overview(self) -> tuple[list[tuple[Policy, datetime]], list[dict[str, Any]]]:
+    def overview(self) -> tuple[list[StoredVersion], list[dict[str, Any]]]:
         """Every version this slot's history names with when it was stored (oldest
-        first), and the history, in one read.
-
-        Raises
-        ------
-        InvalidPolicy
-            a stored version's JSON is not a valid policy (naming the version and field).
+        first), and the history, in one read. A stored version that does not load is
+        listed with what is wrong with it, so a broken one can still be seen and replaced.
         """
         with read_connection(self.engine) as conn:
             history = self._history(conn)
@@ -150,9 +157,15 @@ class PolicyDB:
             stored = {row.version: _aware(row.created_at) for row in conn.execute(
                 select(policy_versions.c.version, policy_versions.c.created_at)
                 .where(policy_versions.c.version.in_(names)))}
-            versions = [(self._load(conn, name), stored[name])
-                        for name in names if name in stored]
-        versions.sort(key=lambda pair: pair[1])
+            versions = []
+            for name in names:
+                if name not in stored:
+                    continue
+                try:
+                    versions.append(StoredVersion(name, stored[name], self._load(conn, name)))
+                except InvalidPolicy as exc:
+                    versions.append(StoredVersion(name, stored[name], None, exc.message))
+        versions.sort(key=lambda v: v.stored_at)
         return versions, history
 
     def stack(self) -> list[str]:

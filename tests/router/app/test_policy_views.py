@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 from router.app.policy_views import held_out_figures, policy_versions_view
 from router.contracts import Guarantee, Policy, PolicyModel
+from router.storage.policy_db import StoredVersion
 
 MODEL = PolicyModel(backend="local", name="local-tfidf-lr@abc", artifact_sha="abc")
 GUARANTEE = Guarantee(alpha=0.02, delta=0.05, n_certify=900, misroutes=8, upper_bound=0.019)
@@ -39,7 +40,8 @@ def test_versions_newest_first_with_who_last_made_each_active() -> None:
     trained = Policy(version="trained", model=MODEL, threshold=0.85, guarantee=GUARANTEE)
     v1 = Policy(version="v1", model=MODEL, threshold=0.7, metrics_test=TEST_METRICS)
     view = policy_versions_view(
-        slot="local", versions=[(trained, _at(1)), (v1, _at(2))], served_version="v1",
+        slot="local", versions=[StoredVersion("trained", _at(1), trained),
+                                StoredVersion("v1", _at(2), v1)], served_version="v1",
         history=[_event(1, "adopt", "trained", None, None),
                  _event(2, "publish", "v1", "trained", "alice"),
                  _event(3, "rollback", "trained", "v1", "bob"),
@@ -56,3 +58,16 @@ def test_versions_newest_first_with_who_last_made_each_active() -> None:
 def test_nothing_published_yet() -> None:
     view = policy_versions_view(slot="local", versions=[], history=[], served_version="x")
     assert (view.active_version, view.rollback_to, view.versions) == (None, None, [])
+
+
+def test_a_version_that_does_not_load_is_listed_with_why() -> None:
+    trained = Policy(version="trained", model=MODEL, threshold=0.85)
+    view = policy_versions_view(
+        slot="local", served_version="trained",
+        versions=[StoredVersion("trained", _at(1), trained),
+                  StoredVersion("v1", _at(2), None, "field 'threshold': too big")],
+        history=[_event(1, "adopt", "trained", None, None),
+                 _event(2, "publish", "v1", "trained", "alice")])
+    assert (view.active_version, view.active, view.rollback_to) == ("v1", None, "trained")
+    assert [(u.version, u.active, u.problem) for u in view.unreadable] == [
+        ("v1", True, "field 'threshold': too big")]

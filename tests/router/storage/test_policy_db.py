@@ -208,6 +208,13 @@ def test_overview_lists_the_slots_versions_with_when_they_were_stored(engine: En
     db.rollback()
     PolicyDB(engine, slot="e5").publish(_policy("e5-only"))
     versions, history = db.overview()
-    assert [(p.version, p.threshold) for p, _ in versions] == [("trained", 0.5), ("v1", 0.7)]
-    assert versions[1][1] == datetime(2030, 1, 2, tzinfo=UTC)
+    assert [(v.version, v.policy.threshold if v.policy else None) for v in versions] == [
+        ("trained", 0.5), ("v1", 0.7)]
+    assert versions[1].stored_at == datetime(2030, 1, 2, tzinfo=UTC)
     assert history == db.history()
+    with engine.begin() as conn:  # a hand edit breaks v1
+        conn.execute(update(policy_versions).where(policy_versions.c.version == "v1")
+                     .values(body=json.dumps({"version": "v1"})))
+    versions, _ = db.overview()
+    assert versions[1].policy is None and versions[1].problem is not None
+    assert "field 'model'" in versions[1].problem

@@ -6,13 +6,14 @@ tests/e2e/browser/test_admin_pages.py, drives the same pages in Chromium)."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from router.gateway.app import create_app
 from router.settings import Settings
@@ -111,3 +112,40 @@ def test_review_then_confirm_publishes_under_the_admins_name(
     listed = console.get("/v1/admin/policy", headers={"X-API-Key": KEYS["admin"]}).json()
     assert (listed["active_version"], listed["history"][0]["by"]) == ("reviewed", "admin-1")
 
+
+
+def test_a_broken_active_version_shows_and_can_be_replaced(
+        console: TestClient, keyed_settings: Settings) -> None:
+    """The page is for replacing a broken policy too: it lists the broken version with
+    why, and a publish from it still works."""
+    token = sign_in(console, "admin")
+    review = console.post("/console/policies/publish/review", data={
+        "csrf_token": token, "policy": _artifact(keyed_settings, version="soon-broken")})
+    confirmed = console.post("/console/policies/publish", follow_redirects=False, data={
+        "csrf_token": token, "expect_active": _expected_active(review.text),
+        "policy": _artifact(keyed_settings, version="soon-broken")})
+    assert confirmed.status_code == 303
+    engine = make_engine(keyed_settings.resolved_database_url)
+    try:
+        with engine.begin() as conn:  # a hand edit breaks the active version
+            conn.execute(update(policy_versions).where(policy_versions.c.version ==
+                                                       "soon-broken")
+                         .values(body=json.dumps({"version": "soon-broken"})))
+    finally:
+        engine.dispose()
+    page = console.get("/console/policies")
+    assert page.status_code == 200
+    assert 'data-testid="unreadable-soon-broken"' in page.text
+    assert "field &#39;model&#39;" in page.text
+    fixed = _artifact(keyed_settings, version="fixed")
+    done = console.post("/console/policies/publish", follow_redirects=False, data={
+        "csrf_token": token, "expect_active": "soon-broken", "policy": fixed})
+    assert done.status_code == 303
+    assert "unreadable-soon-broken" in console.get("/console/policies").text  # still listed
+
+
+def _expected_active(review_html: str) -> str:
+    """The `expect_active` a review page carries."""
+    found = re.search(r'name="expect_active" value="([^"]*)"', review_html)
+    assert found
+    return found.group(1)
