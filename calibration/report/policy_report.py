@@ -1,8 +1,10 @@
 """`support-router report`: an offline HTML page with PNG plots about one policy.
 
 `report_figures` computes every number (pure); `write_report` draws the plots
-(`calibration.report.plots`) and renders `index.html` from `templates/policy_report.html`
-with no external assets, so the folder can be zipped, mailed and opened anywhere.
+(`draw_plots`, `calibration.report.plots`) and renders `index.html` from
+`templates/policy_report.html` with no external assets, so the folder can be zipped,
+mailed and opened anywhere. `render_fragment` renders the same sections without the page
+around them (`templates/policy_report_body.html`), for a page that embeds the report.
 """
 
 from __future__ import annotations
@@ -126,21 +128,23 @@ def report_figures(labels: np.ndarray, probabilities: np.ndarray, policy: Policy
     }
 
 
-def write_report(out_dir: Path, *, ids: np.ndarray, texts: list[str], labels: np.ndarray,
-                 probabilities: np.ndarray, policy: Policy, rows_note: str,
-                 languages: np.ndarray | None = None, n_boot: int = 1000,
-                 seed: int = 0) -> Path:
-    """Write `out_dir/index.html` and its PNG plots; return the HTML path."""
+PLOT_NAMES = ("reliability", "risk_coverage", "confusion", "confidence")
+"""The report's plots; each is `<name>.png` in the report's folder."""
+
+
+def draw_plots(figures: dict[str, Any], *, labels: np.ndarray, policy: Policy,
+               out_dir: Path) -> dict[str, Path]:
+    """Draw the report's PNG plots into `out_dir`; plot name → file (`PLOT_NAMES`)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    figures = report_figures(labels, probabilities, policy, languages=languages,
-                             n_boot=n_boot, seed=seed)
+    labels = np.asarray(labels)
     scored = figures["scored"]
+    paths = {name: out_dir / f"{name}.png" for name in PLOT_NAMES}
     plot_reliability(
         {f"before: raw {policy.model.name}": (figures["raw_top"], figures["raw_correct"]),
          ("after: no recalibration" if policy.calibrator.kind == "none"
           else f"after: {policy.calibrator.kind} recalibration"): (
              scored.probabilities.max(axis=1), scored.choices == labels)},
-        out_dir / "reliability.png",
+        paths["reliability"],
     )
     curve = figures["curve"]
     chosen = None
@@ -151,10 +155,21 @@ def write_report(out_dir: Path, *, ids: np.ndarray, texts: list[str], labels: np
     plot_risk_coverage(curve.coverage, curve.misroute_rate_routed, curve.thresholds,
                        alpha=guarantee.alpha if guarantee else float("nan"), chosen=chosen,
                        certified_bound=guarantee.upper_bound if guarantee else None,
-                       path=out_dir / "risk_coverage.png")
-    plot_confusion(figures["confusion"], list(ROUTES), DECISIONS, out_dir / "confusion.png")
-    plot_confidence_histograms(np.asarray(labels), scored.confidences, scored.choices == labels,
-                               threshold=policy.threshold, path=out_dir / "confidence.png")
+                       path=paths["risk_coverage"])
+    plot_confusion(figures["confusion"], list(ROUTES), DECISIONS, paths["confusion"])
+    plot_confidence_histograms(labels, scored.confidences, scored.choices == labels,
+                               threshold=policy.threshold, path=paths["confidence"])
+    return paths
+
+
+def write_report(out_dir: Path, *, ids: np.ndarray, texts: list[str], labels: np.ndarray,
+                 probabilities: np.ndarray, policy: Policy, rows_note: str,
+                 languages: np.ndarray | None = None, n_boot: int = 1000,
+                 seed: int = 0) -> Path:
+    """Write `out_dir/index.html` and its PNG plots; return the HTML path."""
+    figures = report_figures(labels, probabilities, policy, languages=languages,
+                             n_boot=n_boot, seed=seed)
+    draw_plots(figures, labels=labels, policy=policy, out_dir=out_dir)
     page = render_html(figures, policy=policy, ids=ids, texts=texts, labels=np.asarray(labels),
                        rows_note=rows_note)
     path = out_dir / "index.html"
@@ -172,9 +187,9 @@ def _examples(title: str, mask: np.ndarray, ids: np.ndarray, texts: list[str],
         for i in order]}
 
 
-def render_html(figures: dict[str, Any], *, policy: Policy, ids: np.ndarray, texts: list[str],
-                labels: np.ndarray, rows_note: str) -> str:
-    """The report page; every value is escaped, every asset is a file next to it."""
+def _context(figures: dict[str, Any], *, policy: Policy, ids: np.ndarray, texts: list[str],
+             labels: np.ndarray, rows_note: str,
+             plot_sources: dict[str, str] | None) -> dict[str, Any]:
     g = policy.guarantee
     guarantee = (
         f"misroute rate among routed ≤ {g.alpha:g} with probability ≥ {1 - g.delta:g} "
@@ -183,16 +198,37 @@ def render_html(figures: dict[str, Any], *, policy: Policy, ids: np.ndarray, tex
     )
     thresholds = (", ".join(f"{r} {t:.2f}" for r, t in policy.per_route_thresholds.items())
                   if policy.per_route_thresholds else f"{policy.threshold:.2f}")
+    sources = plot_sources or {name: f"{name}.png" for name in PLOT_NAMES}
     scored, outcome = figures["scored"], figures["outcome"]
-    return render_page(
-        "policy_report.html", policy=policy, figures=figures, guarantee=guarantee,
+    return dict(
+        policy=policy, figures=figures, guarantee=guarantee,
         thresholds=thresholds, rows_note=rows_note, calibration_names=CALIBRATION_NAMES,
-        plots=[{"name": name, "title": title, "text": PLOT_TEXT[name]} for name, title in (
-            ("reliability", "Reliability before and after recalibration"),
-            ("risk_coverage", "Risk–coverage"),
-            ("confusion", "Confusion at the policy"),
-            ("confidence", "Confidence per true label"))],
+        plots=[{"name": name, "title": title, "text": PLOT_TEXT[name], "src": sources[name]}
+               for name, title in (
+                   ("reliability", "Reliability before and after recalibration"),
+                   ("risk_coverage", "Risk–coverage"),
+                   ("confusion", "Confusion at the policy"),
+                   ("confidence", "Confidence per true label"))],
         examples=[
             _examples("Misrouted", outcome == "misroute", ids, texts, labels, scored),
             _examples("Needlessly clarified", outcome == "clarify_unneeded", ids, texts,
                       labels, scored)])
+
+
+def render_html(figures: dict[str, Any], *, policy: Policy, ids: np.ndarray, texts: list[str],
+                labels: np.ndarray, rows_note: str) -> str:
+    """The report page; every value is escaped, every asset is a file next to it."""
+    return render_page("policy_report.html", **_context(
+        figures, policy=policy, ids=ids, texts=texts, labels=labels, rows_note=rows_note,
+        plot_sources=None))
+
+
+def render_fragment(figures: dict[str, Any], *, policy: Policy, ids: np.ndarray,
+                    texts: list[str], labels: np.ndarray, rows_note: str,
+                    plot_sources: dict[str, str]) -> str:
+    """The report's content without the page around it, for embedding in another page
+    (the console's): the same sections, the plots from `plot_sources` (plot name → URL,
+    a `data:` URL to ship them inline); every value escaped."""
+    return render_page("policy_report_body.html", **_context(
+        figures, policy=policy, ids=ids, texts=texts, labels=labels, rows_note=rows_note,
+        plot_sources=plot_sources))

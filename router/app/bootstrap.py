@@ -310,7 +310,7 @@ def build_services(settings: Settings) -> Services:
     drift = DriftGauges(log, lambda: router.primary.policy, window_s=settings.drift_window_s,
                         refresh_s=settings.drift_refresh_s, max_rows=settings.drift_max_rows)
     services = Services(settings=settings, engine=engine, router=router, desk=desk,
-                        policies=policies, experiments=experiments, drift=drift)
+                        policies=policies, experiments=experiments, drift=drift, log=log)
     policies.start()  # the database's active policy from here on, in every worker
     experiments.start()  # and its running experiment
     services.ready = True

@@ -72,8 +72,41 @@ class PolicyFollower:
     def stop(self) -> None:
         self._poller.stop()
 
-    def change(self, make: Callable[[], PolicySwitch]) -> PolicySwitch:
-        """Run a publish or rollback and serve its result here at once."""
+    def publish(self, policy: Policy, *, by: str,
+                expect_active: str | None = None) -> PolicySwitch:
+        """Publish `policy` (checked by `accept`) as `by` and serve it here at once.
+
+        The policy served until now is adopted first when the database has none, so the
+        first rollback can return to it. Every entry point that publishes (the admin API,
+        the console) calls this, so each publish is checked and recorded the same way.
+
+        Raises
+        ------
+        Conflict
+            `policy_model_mismatch`, `policy_version_exists`, `policy_changed` (the active
+            version is not `expect_active`); nothing is written then.
+        InvalidPolicy
+            it does not decide the probe messages (nothing is written).
+        """
+        served = self.router.primary.policy
+        return self._change(lambda: self.db.publish(
+            policy, accept=self.accept, adopt=served, by=by, expect_active=expect_active))
+
+    def rollback(self, *, by: str, expect_active: str | None = None) -> PolicySwitch:
+        """Return to the version active before the current one (checked by `accept`) as
+        `by`, and serve it here at once.
+
+        Raises
+        ------
+        Conflict
+            `no_previous_policy`, `policy_model_mismatch`, `policy_changed`.
+        InvalidPolicy
+            the previous version does not load or decide.
+        """
+        return self._change(lambda: self.db.rollback(accept=self.accept, by=by,
+                                                     expect_active=expect_active))
+
+    def _change(self, make: Callable[[], PolicySwitch]) -> PolicySwitch:
         with self._lock:
             switch = make()
             self._serve(switch.policy)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import Engine
 
 from handlers.desk import SupportDesk
+from router.app.active_report import ReportCache
 from router.app.conversation import Conversation
 from router.app.drift import DriftGauges
 from router.app.experiment_sync import ExperimentFollower
@@ -31,16 +32,21 @@ class Services:
     """The experiment the database marks running: start, stop, polling."""
     drift: DriftGauges
     """The drift gauges of `/metrics`, over the primary policy's recent decisions."""
+    log: DecisionLog
+    """The decision log the router writes (and the console's experiment figures read)."""
     ready: bool = False
     conversation: Conversation = field(init=False)
     """The message use case over `router` and `desk`."""
     labelling: Labelling = field(init=False)
     """The data team's labelling over the decision log (it only reads the log)."""
+    reports: ReportCache = field(init=False)
+    """The served policy's calibration report, rendered once per version."""
 
     def __post_init__(self) -> None:
         self.conversation = Conversation(self.router, self.desk)
         self.labelling = Labelling(LabelDB(self.engine), DecisionLog(self.engine),
                                    overlap=self.settings.label_overlap)
+        self.reports = ReportCache(self.settings.routes_data)
 
     def close(self) -> None:
         """Stop polling the policy and the experiment, commit queued log rows, stop the

@@ -425,6 +425,13 @@ def _served_file(path: Path) -> Policy | None:
         return None
 
 
+def _who() -> str:
+    """Who a change made here is recorded as (an API call records its key's name)."""
+    import getpass
+
+    return f"cli:{getpass.getuser()}"
+
+
 def _decides(policy: Policy) -> None:
     """Refuse a policy that does not decide on the fixed distributions (there is no
     running model here: each gateway checks it on its model's answers too before it
@@ -449,7 +456,7 @@ def policy_publish(
     policy = load_policy(artifact)
     with _policies(policy_path) as (db, path):
         adopt = _served_file(path) if db.active_version() is None else None
-        switch = db.publish(policy, accept=_decides, adopt=adopt)
+        switch = db.publish(policy, accept=_decides, adopt=adopt, by=_who())
         save_policy(switch.policy, path)
     typer.echo(f"active policy: {switch.policy.version} (was {switch.previous_version})")
 
@@ -461,7 +468,7 @@ def policy_rollback(policy_path: PolicyPathOption = None) -> None:
     from router.storage.policy_store import save_policy
 
     with _policies(policy_path) as (db, path):
-        switch = db.rollback(accept=_decides)
+        switch = db.rollback(accept=_decides, by=_who())
         save_policy(switch.policy, path)
     typer.echo(f"rolled back: active policy {switch.policy.version} "
                f"(was {switch.previous_version})")
@@ -473,8 +480,9 @@ def policy_history(policy_path: PolicyPathOption = None) -> None:
     with _policies(policy_path) as (db, _):
         events = db.history()
     for event in events:
+        by = f", by {event['by']}" if event["by"] else ""
         typer.echo(f"{event['at']}  {event['action']:<8} {event['version']}"
-                   f"  (previous {event['previous']})")
+                   f"  (previous {event['previous']}{by})")
 
 
 def register(app: typer.Typer) -> None:

@@ -421,6 +421,15 @@ class DecisionLog:
                     decisions.c.request_id.in_(wanted[start : start + 500]))
                 out.update((r.request_id, dict(r._mapping)) for r in conn.execute(query))
         return out
+    def experiment_rows(self, experiment: str) -> list[dict[str, Any]]:
+        """An experiment's rows, oldest first, with what its report reads: never the text."""
+        c = decisions.c
+        query = (select(c.request_id, c.created_at, c.route, c.reason, c.choice,
+                        c.confidence, c.threshold, c.policy_version, c.model, c.experiment,
+                        c.variant, c.shadow, c.outcome)
+                 .where(c.experiment == experiment).order_by(c.created_at))
+        with read_connection(self._engine) as conn:
+            return [dict(r._mapping) for r in conn.execute(query)]
 
     def feature_rows(self, *, policy_version: str, since: datetime,
                      limit: int) -> list[dict[str, Any]]:

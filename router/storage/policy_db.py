@@ -9,7 +9,9 @@ otherwise only rewritten to follow it, for the offline tools that read the file.
 
     policy_versions   every version ever published or adopted; its JSON never rewritten
     policy_active     one row a slot (the primary backend: local, e5, typesafe)
-    policy_history    adopt | publish | rollback events, oldest first
+    policy_history    adopt | publish | rollback events, oldest first, each with who made
+                      it (`changed_by`: the API key's name, `cli:<user>`, or NULL for an
+                      adoption and for events recorded before the column existed)
 
 Publish and rollback are one transaction each, under a lock per slot (PostgreSQL: a
 transaction-scoped advisory lock; SQLite: the write lock `BEGIN IMMEDIATE` takes), so two
@@ -17,6 +19,9 @@ of them at once on two hosts cannot both read the same stack. A policy the `acce
 check refuses writes nothing, not even the adoption of the policy served until then.
 Rollback re-activates the version that was active before the current one: the stack of
 active versions is replayed from the history (adopt/publish push, rollback pops).
+`expect_active` makes either one conditional on the version active under the lock, so a
+person who confirmed "replace X" does not replace Y that someone published meanwhile
+(409 `policy_changed`, nothing written).
 
 Every policy read from here is validated by its contract (`router.contracts.Policy`): a
 stored version that fails raises `InvalidPolicy` naming the field.
@@ -26,6 +31,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -76,12 +82,23 @@ policy_history = Table(
     Column("action", String(16), nullable=False),
     Column("version", String(128), nullable=False),
     Column("previous", String(128), nullable=True),
+    Column("changed_by", String(128), nullable=True),
     Index("ix_policy_history_slot_id", "slot", "id"),
 )
 
 # Transaction-scoped, so it cannot outlive a publish; one key per schema and slot.
 _PG_SLOT_LOCK = ("SELECT pg_advisory_xact_lock(hashtextextended("
                  "'support-router:policy:' || coalesce(current_schema(), '') || ':' || %s, 0))")
+
+
+@dataclass(frozen=True)
+class StoredVersion:
+    """One stored version: its policy, or why it does not load."""
+
+    version: str
+    stored_at: datetime
+    policy: Policy | None
+    problem: str | None = None
 
 
 def policy_slot(settings: Settings) -> str:
@@ -129,10 +146,32 @@ class PolicyDB:
         with read_connection(self.engine) as conn:
             return self._history(conn)
 
+    def overview(self) -> tuple[list[StoredVersion], list[dict[str, Any]]]:
+        """Every version this slot's history names with when it was stored (oldest
+        first), and the history, in one read. A stored version that does not load is
+        listed with what is wrong with it, so a broken one can still be seen and replaced.
+        """
+        with read_connection(self.engine) as conn:
+            history = self._history(conn)
+            names = list(dict.fromkeys(e["version"] for e in history))
+            stored = {row.version: _aware(row.created_at) for row in conn.execute(
+                select(policy_versions.c.version, policy_versions.c.created_at)
+                .where(policy_versions.c.version.in_(names)))}
+            versions = []
+            for name in names:
+                if name not in stored:
+                    continue
+                try:
+                    versions.append(StoredVersion(name, stored[name], self._load(conn, name)))
+                except InvalidPolicy as exc:
+                    versions.append(StoredVersion(name, stored[name], None, exc.message))
+        versions.sort(key=lambda v: v.stored_at)
+        return versions, history
+
     def stack(self) -> list[str]:
         """Versions that were active, oldest first; the last one is active now."""
         with read_connection(self.engine) as conn:
-            return _replay(self._history(conn))
+            return replay_history(self._history(conn))
 
     # -- changes (one transaction each) ------------------------------------------------------
 
@@ -152,17 +191,20 @@ class PolicyDB:
             return True
 
     def publish(self, policy: Policy, *, accept: Callable[[Policy], None] | None = None,
-                adopt: Policy | None = None, now: datetime | None = None) -> PolicySwitch:
-        """Store `policy` as a version and make it the active one.
+                adopt: Policy | None = None, by: str | None = None,
+                expect_active: str | None = None, now: datetime | None = None) -> PolicySwitch:
+        """Store `policy` as a version and make it the active one, recorded as by `by`.
 
         `adopt`: the policy served until now, made the first version when the slot has
-        none, so that the first rollback can return to it.
+        none, so that the first rollback can return to it. `expect_active`: publish only
+        if this version is the active one (the adopted one counts).
 
         Raises
         ------
         Conflict
-            `policy_version_exists` when the version was stored with other content, or
-            whatever `accept` raises (nothing is written then, not even the adoption).
+            `policy_version_exists` when the version was stored with other content,
+            `policy_changed` when `expect_active` is not active, or whatever `accept`
+            raises (nothing is written then, not even the adoption).
         """
         with self.engine.begin() as conn:
             self._lock(conn)
@@ -171,6 +213,7 @@ class PolicyDB:
                 previous = adopt.version
             else:
                 adopt = None
+            _expect(expect_active, previous)
             if accept is not None:
                 accept(policy)
             self._refuse_rewrite(conn, policy, also=adopt)
@@ -180,24 +223,28 @@ class PolicyDB:
             if previous == policy.version:
                 return PolicySwitch("publish", policy, previous)
             self._point(conn, policy.version, now)
-            self._record(conn, "publish", policy.version, previous, now)
+            self._record(conn, "publish", policy.version, previous, now, by=by)
             return PolicySwitch("publish", policy, previous)
 
     def rollback(self, *, accept: Callable[[Policy], None] | None = None,
+                 by: str | None = None, expect_active: str | None = None,
                  now: datetime | None = None) -> PolicySwitch:
-        """Re-activate the version that was active before the current one.
+        """Re-activate the version that was active before the current one, recorded as
+        by `by`; with `expect_active`, only if that version is the active one.
 
         Raises
         ------
         Conflict
-            `no_previous_policy` when there is nothing to return to, or whatever
-            `accept` raises for the previous version (nothing changes then).
+            `no_previous_policy` when there is nothing to return to, `policy_changed`
+            when `expect_active` is not active, or whatever `accept` raises for the
+            previous version (nothing changes then).
         InvalidPolicy
             the previous version's stored JSON is not a valid policy.
         """
         with self.engine.begin() as conn:
             self._lock(conn)
-            stack = _replay(self._history(conn))
+            stack = replay_history(self._history(conn))
+            _expect(expect_active, stack[-1] if stack else None)
             if len(stack) < 2:
                 raise Conflict("no previous policy version to roll back to",
                                code="no_previous_policy")
@@ -205,7 +252,7 @@ class PolicyDB:
             if accept is not None:
                 accept(policy)
             self._point(conn, policy.version, now)
-            self._record(conn, "rollback", policy.version, stack[-1], now)
+            self._record(conn, "rollback", policy.version, stack[-1], now, by=by)
             return PolicySwitch("rollback", policy, stack[-1])
 
     # -- inside a transaction ------------------------------------------------------------
@@ -230,11 +277,13 @@ class PolicyDB:
 
     def _history(self, conn: Connection) -> list[dict[str, Any]]:
         rows = conn.execute(select(policy_history.c.at, policy_history.c.action,
-                                   policy_history.c.version, policy_history.c.previous)
+                                   policy_history.c.version, policy_history.c.previous,
+                                   policy_history.c.changed_by)
                             .where(policy_history.c.slot == self.slot)
                             .order_by(policy_history.c.id))
         return [{"at": _aware(row.at).isoformat(), "action": row.action,
-                 "version": row.version, "previous": row.previous} for row in rows]
+                 "version": row.version, "previous": row.previous, "by": row.changed_by}
+                for row in rows]
 
     def _refuse_rewrite(self, conn: Connection, policy: Policy, *,
                         also: Policy | None = None) -> bool:
@@ -272,13 +321,21 @@ class PolicyDB:
                                                       changed_at=at))
 
     def _record(self, conn: Connection, action: str, version: str, previous: str | None,
-                now: datetime | None) -> None:
+                now: datetime | None, *, by: str | None = None) -> None:
         conn.execute(insert(policy_history).values(
             slot=self.slot, at=now or datetime.now(UTC), action=action, version=version,
-            previous=previous))
+            previous=previous, changed_by=by))
 
 
-def _replay(history: list[dict[str, Any]]) -> list[str]:
+def _expect(expected: str | None, active: str | None) -> None:
+    if expected is not None and expected != active:
+        raise Conflict(f"the active policy is {active}, not {expected}: it changed since "
+                       "the change was asked for; look again and repeat it",
+                       code="policy_changed")
+
+
+def replay_history(history: list[dict[str, Any]]) -> list[str]:
+    """The versions that were active, oldest first, from the history (oldest first)."""
     stack: list[str] = []
     for event in history:
         if event["action"] in ("adopt", "publish"):

@@ -10,7 +10,8 @@ keys and roles the API uses. What it promises and where each promise lives:
 - CSRF (`csrf.py`): a token on every form, the sign-in form included, and an Origin check;
 - roles (`deps.py`, `nav.py`): the same rule as the API, on every page and in the nav;
 - escaping (`templating.py`): Jinja2 autoescape on every template and a strict
-  Content-Security-Policy;
+  Content-Security-Policy (the calibration report is escaped by its own autoescaped
+  templates, `pages/reports.py`);
 - errors (`errors.py`): an HTML page with the stable code, never JSON or a traceback.
 
 Pages are thin: parse the form, call one use case of the desk (or the app) with the
@@ -25,11 +26,21 @@ from fastapi import APIRouter, Request
 
 from router.errors import NotFound
 from router.gateway.console.errors import ConsoleRoute
-from router.gateway.console.pages import agent, labels, signin, static, supervisor
+from router.gateway.console.pages import (
+    agent,
+    experiments,
+    labels,
+    policies,
+    reports,
+    signin,
+    static,
+    supervisor,
+)
 from router.gateway.console.templating import CONSOLE_PREFIX
 
 PAGES: tuple[APIRouter, ...] = (signin.router, static.router, supervisor.router, agent.router,
-                                labels.router)
+                                labels.router, policies.router, experiments.router,
+                                reports.router)
 """Every area's router, mounted under `/console` in this order."""
 
 

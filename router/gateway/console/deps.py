@@ -52,18 +52,22 @@ async def get_console_session(request: Request) -> ConsoleSessionRow:
 ConsoleSession = Annotated[ConsoleSessionRow, Depends(get_console_session)]
 
 
-def require_console_role(role: str) -> Callable[..., Awaitable[ConsoleSessionRow]]:
-    """Dependency: the session, if it holds `role`; 403 `console_forbidden` otherwise."""
-    if role not in ROLES:
-        raise ValueError(f"unknown role {role!r}; roles are {ROLES}")
+def require_console_role(role: str, *also: str) -> Callable[..., Awaitable[ConsoleSessionRow]]:
+    """Dependency: the session, if it holds `role` (or one of `also`, for a page other
+    roles may read); 403 `console_forbidden` otherwise."""
+    roles = (role, *also)
+    unknown = [r for r in roles if r not in ROLES]
+    if unknown:
+        raise ValueError(f"unknown role {unknown[0]!r}; roles are {ROLES}")
 
     async def check(session: ConsoleSession) -> ConsoleSessionRow:
-        if role not in session.roles:
-            raise console_forbidden(f"the key {session.key_name!r} lacks the `{role}` role "
+        if not any(r in session.roles for r in roles):
+            needs = " or ".join(f"`{r}`" for r in roles)
+            raise console_forbidden(f"the key {session.key_name!r} lacks the {needs} role "
                                     "this page needs")
         return session
 
-    check.__name__ = f"require_console_{role}"
+    check.__name__ = f"require_console_{'_or_'.join(roles)}"
     check.role = role  # type: ignore[attr-defined]  # read by the test that every page has one
     return check
 
@@ -72,6 +76,9 @@ AgentSession = Annotated[ConsoleSessionRow, Depends(require_console_role("agent"
 SupervisorSession = Annotated[ConsoleSessionRow, Depends(require_console_role("supervisor"))]
 AdminSession = Annotated[ConsoleSessionRow, Depends(require_console_role("admin"))]
 LabellerSession = Annotated[ConsoleSessionRow, Depends(require_console_role("labeller"))]
+ReaderSession = Annotated[ConsoleSessionRow,
+                          Depends(require_console_role("admin", "supervisor"))]
+"""The policies and reports pages: admins, and supervisors reading (no forms)."""
 
 
 async def checked_form(request: Request, session: ConsoleSession) -> Form:

@@ -24,16 +24,25 @@ class NavItem:
     path: str
     """Below `/console`, e.g. `/approvals`."""
     role: str
+    also: tuple[str, ...] = ()
+    """Other roles that may open it too (a read-only page another role reads)."""
+
+    def opens_for(self, roles: Iterable[str]) -> bool:
+        held = set(roles)
+        return self.role in held or any(role in held for role in self.also)
 
 
 NAV: tuple[NavItem, ...] = (
     NavItem("Approvals", "/approvals", "supervisor"),
     NavItem("Hand-offs", "/handoffs", "agent"),
     NavItem("Labelling", "/labels", "labeller"),
+    NavItem("Policies", "/policies", "admin", also=("supervisor",)),
+    NavItem("Experiments", "/experiments", "admin"),
+    NavItem("Reports", "/reports", "admin", also=("supervisor",)),
 )
 
 
 def visible_nav(roles: Iterable[str], items: Iterable[NavItem] = NAV) -> list[NavItem]:
     """The areas a session with `roles` may open, in nav order."""
     held = set(roles)
-    return [item for item in items if item.role in held]
+    return [item for item in items if item.opens_for(held)]

@@ -2,8 +2,9 @@
 
 Autoescape is on for every template (they are all HTML), so customer text, addresses,
 agent replies, names and labels are rendered as text by the engine, never by hand; a
-value is marked safe nowhere in the console. A missing value is an error
-(`StrictUndefined`), not an empty cell.
+value is marked safe nowhere in the console but one: the calibration report, which
+`calibration.report`'s own autoescaped templates rendered (pages/reports.py). A missing
+value is an error (`StrictUndefined`), not an empty cell.
 
 Every page gets: `session` (the signed-in session, or None), `nav` (the areas its roles
 may open), `csrf_token` (the token the page's forms must carry), `base` (the console's

@@ -1,4 +1,8 @@
-"""Admin endpoints: publish a policy version or roll back, without dropping requests.
+"""Admin endpoints: list the policy versions, publish one or roll back, without dropping
+requests.
+
+Publish and rollback call the policy follower (`router.app.policy_sync`), as the
+console does, so each is checked the same way and recorded under the calling key's name.
 
 A policy becomes active only once it has passed three checks, whichever way it comes
 (publish, rollback, reload): its contract (`router.contracts.Policy`: each calibrator kind
@@ -21,9 +25,10 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel
 
+from router.app.policy_views import PolicyVersionsOut, read_policy_versions
 from router.contracts import Policy
 from router.errors import InvalidPolicy
-from router.gateway.deps import ServicesDep, require_role
+from router.gateway.deps import PrincipalDep, ServicesDep, require_role
 from router.gateway.errors import refusing_route
 from router.gateway.middleware.access import ACCESS_RESPONSES
 from router.storage.policy_store import PolicySwitch
@@ -45,37 +50,38 @@ class PolicySwitchOut(BaseModel):
     threshold: float
 
 
-def _switch(services: ServicesDep, change: str, policy: Policy | None = None) -> PolicySwitchOut:
-    bound = services.router.primary
-    accept = services.policies.accept
-    db = services.policies.db
-    if change == "publish" and policy is not None:
-        publish = policy
-        switch: PolicySwitch = services.policies.change(
-            lambda: db.publish(publish, accept=accept, adopt=bound.policy))
-    else:
-        switch = services.policies.change(lambda: db.rollback(accept=accept))
+def _out(switch: PolicySwitch) -> PolicySwitchOut:
     return PolicySwitchOut(action=switch.action, version=switch.policy.version,
                            previous_version=switch.previous_version,
                            threshold=switch.policy.threshold)
 
 
+@router.get("/policy", response_model=PolicyVersionsOut)
+def list_policies(services: ServicesDep) -> PolicyVersionsOut:
+    """The primary backend's policy versions (newest first, each with its guarantee and
+    held-out figures, who last made it active and when), the active one, the one a
+    rollback returns to, and the history, newest first."""
+    return read_policy_versions(services.policies.db,
+                                served_version=services.router.primary.policy.version)
+
+
 @router.post("/policy", response_model=PolicySwitchOut)
-def publish_policy(body: Policy, services: ServicesDep) -> PolicySwitchOut:
+def publish_policy(body: Policy, services: ServicesDep,
+                   principal: PrincipalDep) -> PolicySwitchOut:
     """Publish a policy artifact for the running model and switch to it.
 
     Refused with 422 `invalid_policy` (naming the field) when it fails its contract or
     deciding fixed messages with it on the running model does not give probabilities;
     409 `policy_model_mismatch` when it is for another model. Nothing changes then.
     """
-    return _switch(services, "publish", body)
+    return _out(services.policies.publish(body, by=principal))
 
 
 @router.post("/policy/rollback", response_model=PolicySwitchOut)
-def rollback_policy(services: ServicesDep) -> PolicySwitchOut:
+def rollback_policy(services: ServicesDep, principal: PrincipalDep) -> PolicySwitchOut:
     """Return to the policy version that was active before the current one (checked as a
     published one is)."""
-    return _switch(services, "rollback")
+    return _out(services.policies.rollback(by=principal))
 
 
 @router.post("/policy/reload", response_model=PolicySwitchOut)

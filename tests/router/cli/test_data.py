@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -318,3 +319,5 @@ def test_policy_publish_rollback_and_history_work_on_the_database(
     history = RUNNER.invoke(app, ["policy", "history"])
     assert [line.split()[1:3] for line in history.output.splitlines()] == [
         ["adopt", "trained"], ["publish", "v2"], ["rollback", "trained"]]
+    who = f"by cli:{getpass.getuser()})"
+    assert [line.endswith(who) for line in history.output.splitlines()] == [False, True, True]

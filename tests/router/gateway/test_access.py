@@ -40,6 +40,7 @@ ENDPOINTS: list[tuple[str, str, str, dict | None]] = [
     ("supervisor", "get", "/v1/approvals", None),
     ("supervisor", "post", "/v1/approvals/op-doesnotexist/decision",
      {"decision": "approve", "supervisor": "sam"}),
+    ("admin", "get", "/v1/admin/policy", None),
     ("admin", "post", "/v1/admin/policy/reload", None),
     ("admin", "post", "/v1/admin/policy/rollback", None),
     ("admin", "get", "/v1/admin/experiments", None),

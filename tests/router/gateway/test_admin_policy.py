@@ -22,6 +22,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select, update
 
+from router.access import ApiKey, hash_key, new_key
 from router.app.training import TrainResult
 from router.contracts import ROUTES
 from router.errors import InvalidPolicy
@@ -53,6 +54,10 @@ def own_settings(tmp_path: Path, trained: TrainResult) -> Settings:
 def client(own_settings: Settings) -> Iterator[TestClient]:
     with TestClient(create_app(own_settings)) as test_client:
         yield test_client
+
+
+def _bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
 
 
 def _stored(settings: Settings) -> dict[str, object]:
@@ -269,3 +274,31 @@ def test_a_stored_policy_for_another_model_is_skipped_not_served(
     assert client.post("/v1/route", json=MESSAGE).json()["policy_version"] == original.version
     skipped = [r.getMessage() for r in caplog.records if "other-model" in r.getMessage()]
     assert len(skipped) == 1 and "policy_model_mismatch" in skipped[0], skipped
+
+
+def test_the_versions_list_says_who_published_and_rolled_back(own_settings: Settings) -> None:
+    """`GET /v1/admin/policy` reads the database: each version with its guarantee and who
+    made it active, recorded under the calling key's name."""
+    keys = {name: new_key() for name in ("alice", "bob")}
+    keyed = own_settings.model_copy(update={"rate_limit_per_s": 0, "api_keys": [
+        ApiKey(name=name, sha256=hash_key(key), roles=("admin",)) for name, key in keys.items()]})
+    with TestClient(create_app(keyed)) as client:
+        original = load_policy(keyed.policy_path)
+        body = _active_json(keyed, version="alice-1", threshold=0.8)
+        answer = client.post("/v1/admin/policy", json=body, headers=_bearer(keys["alice"]))
+        assert answer.status_code == 200, answer.text
+        listed = client.get("/v1/admin/policy", headers=_bearer(keys["bob"])).json()
+        assert (listed["active_version"], listed["rollback_to"]) == ("alice-1", original.version)
+        newest = listed["versions"][0]
+        assert (newest["version"], newest["active"], newest["published_by"],
+                newest["threshold"]) == ("alice-1", True, "alice", 0.8)
+        assert newest["guarantee"] == json.loads(original.model_dump_json())["guarantee"]
+        assert client.post("/v1/admin/policy/rollback",
+                           headers=_bearer(keys["bob"])).status_code == 200
+        listed = client.get("/v1/admin/policy", headers=_bearer(keys["alice"])).json()
+    assert listed["active_version"] == listed["served_version"] == original.version
+    assert [(e["action"], e["version"], e["by"]) for e in listed["history"]] == [
+        ("rollback", original.version, "bob"), ("publish", "alice-1", "alice"),
+        ("adopt", original.version, None)]
+    assert [(v["version"], v["active"]) for v in listed["versions"]] == [
+        ("alice-1", False), (original.version, True)]

@@ -176,3 +176,45 @@ def test_concurrent_publishes_each_see_the_other(engine: Engine, db: PolicyDB) -
     assert db.active_version() == history[-1]["version"]
     with engine.connect() as conn:
         assert conn.execute(select(func.count()).select_from(policy_active)).scalar() == 1
+
+
+def test_each_change_records_who_made_it(db: PolicyDB) -> None:
+    db.publish(_policy("v1"), by="alice")
+    db.rollback(by="bob")
+    assert [(e["action"], e["version"], e["by"]) for e in db.history()] == [
+        ("adopt", "trained", None), ("publish", "v1", "alice"), ("rollback", "trained", "bob")]
+
+
+@pytest.mark.parametrize("change", ["publish", "rollback"])
+def test_a_change_expecting_another_active_version_writes_nothing(
+        engine: Engine, db: PolicyDB, change: str) -> None:
+    db.publish(_policy("v1"), by="alice")
+    db.publish(_policy("v2"), by="carol")  # published while bob looked at v1
+    before = _rows(engine)
+    with pytest.raises(Conflict, match="active policy is v2, not v1") as caught:
+        if change == "publish":
+            db.publish(_policy("v3"), by="bob", expect_active="v1")
+        else:
+            db.rollback(by="bob", expect_active="v1")
+    assert caught.value.code == "policy_changed"
+    assert _rows(engine) == before
+    db.rollback(by="bob", expect_active="v2")
+    assert db.active_version() == "v1"
+
+
+def test_overview_lists_the_slots_versions_with_when_they_were_stored(engine: Engine,
+                                                                      db: PolicyDB) -> None:
+    db.publish(_policy("v1", 0.7), now=datetime(2030, 1, 2, tzinfo=UTC))
+    db.rollback()
+    PolicyDB(engine, slot="e5").publish(_policy("e5-only"))
+    versions, history = db.overview()
+    assert [(v.version, v.policy.threshold if v.policy else None) for v in versions] == [
+        ("trained", 0.5), ("v1", 0.7)]
+    assert versions[1].stored_at == datetime(2030, 1, 2, tzinfo=UTC)
+    assert history == db.history()
+    with engine.begin() as conn:  # a hand edit breaks v1
+        conn.execute(update(policy_versions).where(policy_versions.c.version == "v1")
+                     .values(body=json.dumps({"version": "v1"})))
+    versions, _ = db.overview()
+    assert versions[1].policy is None and versions[1].problem is not None
+    assert "field 'model'" in versions[1].problem

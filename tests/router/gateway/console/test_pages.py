@@ -66,7 +66,10 @@ def test_the_nav_shows_each_role_its_own_areas() -> None:
     assert {item.role for item in NAV} <= set(ROLES)
     assert [item.path for item in visible_nav(["agent"])] == ["/handoffs"]
     assert [item.path for item in visible_nav(["supervisor", "agent"])] == [
-        "/approvals", "/handoffs"]
+        "/approvals", "/handoffs", "/policies", "/reports"]  # supervisors read those two
+    assert [item.path for item in visible_nav(["admin"])] == [
+        "/policies", "/experiments", "/reports"]
+    assert {r for item in NAV for r in item.also} <= set(ROLES)
     assert visible_nav(["gateway"]) == []
 
 
