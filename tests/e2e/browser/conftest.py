@@ -11,7 +11,7 @@ Fixtures and helpers the console's browser tests share:
 - `console_server` (one per test module; `start_console_server` for more): the gateway,
   its `PEOPLE` keys configured, and `api(person)`, an HTTP client calling the API with
   that person's key;
-- `browser` (one per session), `sign_in(person)` (a fresh browser context signed in
+- `browser` (one per module), `sign_in(person)` (a fresh browser context signed in
   through the sign-in form, its page returned; `open_signed_in` for another server),
   and `agent_page`, `supervisor_page`, `labeller_page`, `admin_page`, each a signed-in
   page;
@@ -132,9 +132,13 @@ def _chromium() -> str:
     pytest.skip(f"{reason}; set CI=1 to fail instead")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    """Debian's Chromium, headless, driven by Playwright (skipped or failed without it)."""
+    """Debian's Chromium, headless, driven by Playwright (skipped or failed without it).
+
+    One per module, not per session: while Playwright's sync API is open it keeps an event
+    loop running in the main thread, so a later test in the same process that calls
+    `asyncio.run` would fail; closing it with the module ends that loop."""
     executable = _chromium()
     # Chromium's sandbox cannot start as root (CI containers run as root).
     args = ["--no-sandbox"] if os.geteuid() == 0 else []
