@@ -95,6 +95,17 @@ def test_certify_then_eval_check_and_compare_the_cascade(env: Path) -> None:
     assert compared["routers"]["B"]["threshold"] == policy["threshold"]
 
 
+def test_the_router_serves_the_cascade(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    policy = json.loads(_run("certify-cascade", "--alpha", "0.3", "--json"))
+    monkeypatch.setenv("SUPPORT_ROUTER_BACKEND", "cascade")
+    get_settings.cache_clear()
+    names = {s["model"]["name"]: s["threshold"] for s in policy["stages"]}
+    for text in ("My kettle arrived broken, please refund order O-1001.", "hello?"):
+        decision = json.loads(_run("route", text, "--json"))
+        assert decision["policy_version"] == policy["version"]
+        assert decision["threshold"] == names[decision["model"]]  # the answering stage's
+
+
 def test_a_folder_without_out_of_fold_scores_is_refused(env: Path, models: Path,
                                                         tmp_path: Path) -> None:
     bare = tmp_path / "bare"
