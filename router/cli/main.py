@@ -262,7 +262,9 @@ def _eval_cascade(model: object, texts: list[str], policy: Any) -> tuple[list[An
         raise typer.BadParameter("--policy: a cascade is evaluated at a cascade policy")
     answers, latencies = answer_timed(CascadeModel(model.models, policy.stages), texts)
     scores = [a.scores for a in answers]
-    return scores, stage_summary([s.model for s in scores], latencies)
+    # `model` names the cascade; each row's scores name the stage that answered it.
+    return scores, {**stage_summary([s.model for s in scores], latencies),
+                    "model": policy.model.name}
 
 
 register_data_commands(app)

@@ -74,7 +74,8 @@ def test_certify_then_eval_check_and_compare_the_cascade(env: Path) -> None:
     cascade_preds, local_preds = env / "cascade.jsonl", env / "local.jsonl"
     metrics = json.loads(_run("eval", "--data", str(test_rows), "--backend", "cascade",
                               "--json", "--predictions-out", str(cascade_preds)))
-    assert metrics["policy_version"] == policy["version"]
+    assert (metrics["policy_version"], metrics["model"]) == (policy["version"],
+                                                            policy["model"]["name"])
     stages = metrics["stages"]
     assert set(stages) <= {fast["model"]["name"], strong["model"]["name"]}
     assert sum(s["n"] for s in stages.values()) == metrics["n"]
