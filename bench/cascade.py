@@ -76,10 +76,12 @@ def main() -> None:
     total = summary["latency_ms"]
     print(f"{'cascade local -> e5':<34} {total['p50']:8.3f} {total['p99']:8.3f} "
           f"{total['mean']:8.3f}")
+    stage_of = {s.model.name: i + 1 for i, s in enumerate(policy.stages or [])}
     for name, stage in summary["stages"].items():
         figures = stage["latency_ms"]
-        print(f"  answered by {name:<20} {figures['p50']:8.3f} {figures['p99']:8.3f} "
-              f"{figures['mean']:8.3f}  share {stage['share']:.3f}")
+        label = f"  answered by stage {stage_of[name]} ({stage['share']:.1%})"
+        print(f"{label:<34} {figures['p50']:8.3f} {figures['p99']:8.3f} "
+              f"{figures['mean']:8.3f}  {name}")
 
 
 if __name__ == "__main__":

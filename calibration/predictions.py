@@ -344,10 +344,12 @@ def backend_of(model_name: str) -> Backend:
         return "typesafe"
     if model_name.startswith("cascade:"):
         return "cascade"
+    # The e5 model's names start `local-tfidf-e5-lr@` (`router.models.e5.model`): tested
+    # before the plain local prefix, which they share.
+    if model_name.startswith(("e5", "local-tfidf-e5-")):
+        return "e5"
     if model_name.startswith("local-"):
         return "local"
-    if model_name.startswith("e5"):
-        return "e5"
     raise CalibrationError(f"cannot tell the backend of model {model_name!r}")
 
 
