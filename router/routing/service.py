@@ -7,6 +7,10 @@ the same row's `shadow` column. The response never depends on them. With a
 `ShadowEnqueuer` (Redis configured) the request only appends a job to the shadow stream
 and `support-router shadow-worker` processes score it (`router.app.shadow_worker`);
 without one, a background thread in this process does.
+
+A cascade (`router.routing.cascade`) is one bound model like any other: its stages are
+asked in order under its policy's stage thresholds, and the decision carries the
+answering stage's model and threshold.
 """
 
 from __future__ import annotations
