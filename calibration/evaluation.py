@@ -83,3 +83,37 @@ def _per_tag(
             "misroutes": int(np.sum(outcome[rows] == "misroute")),
         }
     return result
+
+
+def stage_summary(stages: Sequence[str], latencies_ms: Sequence[float]) -> dict[str, Any]:
+    """Each cascade stage's share of the messages it answered and their latency.
+
+    Parameters
+    ----------
+    stages : sequence of str, shape (n,)
+        The model that answered each message.
+    latencies_ms : sequence of float, shape (n,)
+        The whole cascade's time for each message (every stage it asked), in ms.
+
+    Returns
+    -------
+    dict
+        ``latency_ms`` (p50, p99, mean over all messages) and ``stages``: per answering
+        model, ``n``, ``share`` and the same latency figures over its messages.
+    """
+    names, times = np.asarray(stages, dtype=object), np.asarray(latencies_ms, dtype=float)
+
+    def figures(mask: np.ndarray) -> dict[str, float]:
+        chosen = times[mask]
+        return {"p50": float(np.percentile(chosen, 50)), "p99": float(np.percentile(chosen, 99)),
+                "mean": float(chosen.mean())}
+
+    if len(names) == 0:
+        return {"latency_ms": {}, "stages": {}}
+    return {
+        "latency_ms": figures(np.ones(len(names), dtype=bool)),
+        "stages": {str(name): {"n": int((names == name).sum()),
+                               "share": float((names == name).mean()),
+                               "latency_ms": figures(names == name)}
+                   for name in dict.fromkeys(names.tolist())},
+    }

@@ -338,13 +338,18 @@ def build_scorer(settings: Settings, backend: str, model: str | None = None) -> 
 
 
 def backend_of(model_name: str) -> Backend:
-    """The backend a prediction's model name belongs to (`local-…`, `typesafe:…`, `e5…`)."""
+    """The backend a prediction's model name belongs to (`local-…`, `typesafe:…`, `e5…`,
+    `cascade:…`)."""
     if model_name.startswith("typesafe:"):
         return "typesafe"
+    if model_name.startswith("cascade:"):
+        return "cascade"
+    # The e5 model's names start `local-tfidf-e5-lr@` (`router.models.e5.model`): tested
+    # before the plain local prefix, which they share.
+    if model_name.startswith(("e5", "local-tfidf-e5-")):
+        return "e5"
     if model_name.startswith("local-"):
         return "local"
-    if model_name.startswith("e5"):
-        return "e5"
     raise CalibrationError(f"cannot tell the backend of model {model_name!r}")
 
 
@@ -362,6 +367,10 @@ def policy_model_for(predictions: Predictions, settings: Settings, model: str | 
         When the local predictions came from another artifact.
     """
     backend = backend_of(predictions.model)
+    if backend == "cascade":
+        raise CalibrationError("a cascade's thresholds are certified together, from its "
+                               "stages' scores: `support-router certify-cascade`",
+                               code="cascade_policy")
     if backend == "local":
         identity = identify_backend(settings, "local", model)
         question_differs = bool(predictions.question_sha) and (

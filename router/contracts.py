@@ -32,7 +32,8 @@ ROUTES: tuple[Route, ...] = ("refund", "account", "other", "unclear")
 ACTIONABLE_ROUTES: frozenset[Route] = frozenset({"refund", "account", "other"})
 
 DecisionRoute = Literal["refund", "account", "other", "clarify"]
-Backend = Literal["local", "e5", "typesafe"]
+Backend = Literal["local", "e5", "typesafe", "cascade"]
+"""`cascade`: stage models tried in order (`Policy.stages`, `router.routing.cascade`)."""
 CalibratorKind = Literal["none", "temperature", "isotonic"]
 
 
@@ -306,6 +307,18 @@ class DriftReference(BaseModel):
         return self
 
 
+class CascadeStage(BaseModel):
+    """One stage of a cascade: its model, the calibrator fitted for that model, and the
+    confidence at or above which its actionable choice routes (below it, or on an
+    `unclear` choice, the next stage decides; after the last, the customer is asked)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: PolicyModel
+    calibrator: Calibrator = Field(default_factory=Calibrator)
+    threshold: RouteThreshold
+
+
 class Policy(BaseModel):
     """The versioned policy artifact: model + calibrator + threshold, and how they were chosen.
 
@@ -329,6 +342,35 @@ class Policy(BaseModel):
     notes: str = ""
     reference: DriftReference | None = None
     """The certification rows' distributions, for the drift monitor (None: none recorded)."""
+    stages: list[CascadeStage] | None = None
+    """A cascade's stages, fast first (`model.backend` is then `cascade`); `threshold`
+    is the last stage's, the guarantee is the cascade's as a whole."""
+
+    @model_validator(mode="after")
+    def _cascade_consistent(self) -> Policy:
+        if (self.stages is not None) != (self.model.backend == "cascade"):
+            raise ValueError("a cascade policy (model.backend cascade) needs stages, and "
+                             "only a cascade policy has them")
+        if self.stages is None:
+            return self
+        if len(self.stages) < 2:
+            raise ValueError(f"a cascade needs at least two stages, not {len(self.stages)}")
+        if any(s.model.backend == "cascade" for s in self.stages):
+            raise ValueError("a cascade's stage cannot itself be a cascade")
+        thresholds = [s.threshold for s in self.stages]
+        # An earlier stage at least as strict as a later one: a row an earlier stage
+        # routes would also route at the last threshold, so the answering stage's scores
+        # read at `threshold` give the cascade's decision (prediction files, check,
+        # compare).
+        if any(b > a for a, b in zip(thresholds, thresholds[1:], strict=False)):
+            raise ValueError(f"stage thresholds must not increase: {thresholds}")
+        if thresholds[-1] != self.threshold:
+            raise ValueError(f"threshold {self.threshold} is not the last stage's "
+                             f"{thresholds[-1]}")
+        if (self.calibrator.kind != "none" or self.per_route_thresholds
+                or self.min_margin is not None):
+            raise ValueError("a cascade's calibrators and thresholds are its stages'")
+        return self
 
 
 # -- online experiments (assignment and shadows: router.routing.experiments) ----------

@@ -36,6 +36,7 @@ POLICY_FILES = {
     "policy_path": "policy.json",
     "e5_policy_path": "policy-e5.json",
     "typesafe_policy_path": "policy-typesafe.json",
+    "cascade_policy_path": "policy-cascade.json",
 }
 
 
@@ -54,13 +55,17 @@ class Settings(BaseSettings):
     database_url: str = ""
 
     # Decision model and policy. The labelled data defaults to the shipped copy.
-    backend: Literal["local", "e5", "typesafe"] = "local"
+    # `cascade`: the local model, then e5, under one certified policy
+    # (`support-router certify-cascade` writes it; router/routing/cascade.py).
+    backend: Literal["local", "e5", "typesafe", "cascade"] = "local"
     routes_data: Path = Field(default_factory=lambda: data_path("routes"))
     steering_data: Path = Field(default_factory=lambda: data_path("steering"))
     model_dir: Path = Path("models")
-    # Unset: `<model_dir>/policy.json` (and policy-e5.json, policy-typesafe.json).
+    # Unset: `<model_dir>/policy.json` (and policy-e5.json, policy-typesafe.json,
+    # policy-cascade.json).
     policy_path: Path = Path("models/policy.json")
     e5_policy_path: Path = Path("models/policy-e5.json")
+    cascade_policy_path: Path = Path("models/policy-cascade.json")
 
     # TypeSafe / Jev-compatible server.
     typesafe_model: str = "jev-latest"

@@ -60,7 +60,7 @@ def _is_trained(settings: Settings, backend: str) -> bool:
 
 def models_to_train(settings: Settings) -> list[str]:
     """The backends a start with these settings would have to train first (usually none)."""
-    backends = ["local", "e5"] if settings.backend == "e5" else ["local"]
+    backends = ["local", "e5"] if settings.backend in ("e5", "cascade") else ["local"]
     return [backend for backend in backends if not _is_trained(settings, backend)]
 
 
@@ -157,6 +157,32 @@ def load_e5(settings: Settings) -> BoundModel:
     )
 
 
+def load_cascade(settings: Settings) -> BoundModel:
+    """The cascade local → e5 under its certified policy (`support-router
+    certify-cascade`), its stages loaded from the configured model folder.
+
+    Raises
+    ------
+    ArtifactError
+        No cascade policy, or one certified for other stage models than these.
+    """
+    from router.models.e5.model import E5RouteModel
+    from router.routing.cascade import CascadeModel
+
+    ensure_trained(settings)
+    ensure_trained(settings, "e5")
+    if not settings.cascade_policy_path.exists():
+        raise ArtifactError(f"no cascade policy at {settings.cascade_policy_path}; run "
+                            "`support-router certify-cascade` once both models are trained")
+    policy = load_serving_policy(settings.cascade_policy_path)
+    if policy.stages is None:
+        raise ArtifactError(f"policy {policy.version} at {settings.cascade_policy_path} is "
+                            "not a cascade policy")
+    models: list[DecisionModel] = [LocalRouteModel.load(settings.local_model_path),
+                                   E5RouteModel.load(settings.e5_model_path)]
+    return BoundModel(CascadeModel(models, policy.stages), policy)
+
+
 def load_typesafe(settings: Settings) -> BoundModel:
     """The remote model behind a circuit breaker, with its own policy file if one exists."""
     from router.models.typesafe import build_typesafe_model
@@ -191,7 +217,9 @@ def load_backend(settings: Settings, backend: str) -> BoundModel:
         return load_e5(settings)
     if backend == "typesafe":
         return load_typesafe(settings)
-    raise ArtifactError(f"unknown backend {backend!r}; choose local, e5 or typesafe")
+    if backend == "cascade":
+        return load_cascade(settings)
+    raise ArtifactError(f"unknown backend {backend!r}; choose local, e5, typesafe or cascade")
 
 
 def load_variant(settings: Settings, variant: VariantConfig) -> BoundModel:

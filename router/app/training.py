@@ -27,6 +27,7 @@ from calibration.data import (
     steering_marks,
 )
 from calibration.drift import with_reference
+from calibration.predictions import PredictionRow, local_question_sha, write_predictions
 from router.contracts import (
     ROUTES,
     Backend,
@@ -97,6 +98,10 @@ def certify_default_threshold(
 
 
 MODEL_FILES = {"local": "local-route-model.json", "e5": "e5-route-model.json"}
+OUT_OF_FOLD_FILES = {"local": "local-out-of-fold.jsonl", "e5": "e5-out-of-fold.jsonl"}
+"""Next to each model: its out-of-fold scores of the train and calibration rows (a
+prediction file, `calibration.predictions`), what a cascade of two models is certified
+on (`support-router certify-cascade`) without retraining either."""
 
 TrainProgress = Callable[[str, int, int], None]
 """`progress(stage, done, total)`: called as each stage of `train_local` starts, with the
@@ -198,6 +203,11 @@ def train_local(
         RouteScores.from_probabilities(model.name, dict(zip(ROUTES, row.tolist(), strict=True)))
         for row in probabilities
     ]
+    write_predictions(
+        (PredictionRow(id=row.id, question_sha=local_question_sha(sha), **s.model_dump())
+         for row, s in zip(threshold_rows, scores, strict=True)),
+        model_dir / OUT_OF_FOLD_FILES[backend],
+    )
     threshold, guarantee = certify_default_threshold([r.label for r in threshold_rows], scores)
     trained: Backend = "e5" if backend == "e5" else "local"  # MODEL_FILES refused any other
     policy = Policy(

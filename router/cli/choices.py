@@ -11,8 +11,12 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Literal
 
-Backend = Literal["local", "e5", "typesafe"]
+Backend = Literal["local", "e5", "typesafe", "cascade"]
 """`router.contracts.Backend`: the decision-model backends."""
+
+ScoreBackend = Literal["local", "e5", "typesafe"]
+"""The backends `score` writes prediction files of: one model each (a cascade's
+predictions come from `eval --backend cascade --predictions-out`)."""
 
 TrainBackend = Literal["local", "e5"]
 """The backends `train` fits here (`router.app.training.MODEL_FILES`)."""

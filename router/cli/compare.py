@@ -30,7 +30,8 @@ def _policy_for(path: Path | None, model_name: str, settings: Settings, flag: st
         return load_policy(path)
     backend = backend_of(model_name)
     default = {"local": settings.policy_path, "e5": settings.e5_policy_path,
-               "typesafe": settings.typesafe_policy_path}[backend]
+               "typesafe": settings.typesafe_policy_path,
+               "cascade": settings.cascade_policy_path}[backend]
     if not default.exists():
         raise CalibrationError(f"no {backend} policy at {default}; pass {flag}")
     return load_policy(default)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from router.cli.boundary import command_group, console
-from router.cli.choices import Backend, CalibratorKind, ReportPart, Sample
+from router.cli.choices import CalibratorKind, ReportPart, Sample, ScoreBackend
 
 if TYPE_CHECKING:
     import numpy as np
@@ -90,7 +90,7 @@ def _since(value: datetime | None) -> datetime | None:
 def score(
     data: Annotated[Path, typer.Option(help="Labelled JSONL (file or folder) to score.")],
     out: Annotated[Path, typer.Option(help="Prediction JSONL to write.")],
-    backend: Annotated[Backend, typer.Option(help="The backend that scores.")] = "local",
+    backend: Annotated[ScoreBackend, typer.Option(help="The backend that scores.")] = "local",
     model: Annotated[str | None, typer.Option(
         help="typesafe: model name on the server; local: artifact path.")] = None,
     cache: Annotated[Path | None, typer.Option(

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from router.cli.boundary import command_group, console, fail
+from router.cli.cascade import register as register_cascade_command
 from router.cli.choices import Backend, TrainBackend
 from router.cli.compare import register as register_compare_commands
 from router.cli.data import register as register_data_commands
@@ -226,22 +227,48 @@ def eval_command(
         # The model comes from settings, not from the policy: a policy certified for
         # another artifact would silently be judged on this one.
         ensure_policy_fits(chosen_policy, bound.policy.model)
-    scores = bound.model.score_batch([r.text for r in rows])
+    cascade: dict[str, Any] = {}
+    if backend == "cascade":
+        scores, cascade = _eval_cascade(bound.model, [r.text for r in rows], chosen_policy)
+    else:
+        scores = bound.model.score_batch([r.text for r in rows])
     metrics = evaluate([r.label for r in rows], scores, chosen_policy, tags=[r.tags for r in rows],
                        languages=[r.lang for r in rows])
+    metrics.update(cascade)
     if predictions_out:
         with predictions_out.open("w", encoding="utf-8") as handle:
             for row, s in zip(rows, scores, strict=True):
-                handle.write(
-                    json.dumps({"id": row.id, **s.model_dump()}, ensure_ascii=False) + "\n"
-                )
+                # A cascade's rows are named by the cascade (one model per prediction
+                # file), with the stage that answered alongside.
+                extra = ({"model": chosen_policy.model.name, "stage": s.model,
+                          "question_sha": chosen_policy.model.artifact_sha}
+                         if backend == "cascade" else {})
+                handle.write(json.dumps({"id": row.id, **s.model_dump(), **extra},
+                                        ensure_ascii=False) + "\n")
     if as_json:
         typer.echo(json.dumps(metrics, indent=2))
     else:
         console().print(format_eval(metrics))
 
 
+def _eval_cascade(model: object, texts: list[str], policy: Any) -> tuple[list[Any], dict[str, Any]]:
+    """The cascade's answers under `policy`'s stages, one message at a time, with each
+    stage's share and the per-message latency (`calibration.evaluation.stage_summary`)."""
+    from calibration.evaluation import stage_summary
+    from router.app.cascade import answer_timed
+    from router.routing.cascade import CascadeModel
+
+    if not isinstance(model, CascadeModel) or policy.stages is None:
+        raise typer.BadParameter("--policy: a cascade is evaluated at a cascade policy")
+    answers, latencies = answer_timed(CascadeModel(model.models, policy.stages), texts)
+    scores = [a.scores for a in answers]
+    # `model` names the cascade; each row's scores name the stage that answered it.
+    return scores, {**stage_summary([s.model for s in scores], latencies),
+                    "model": policy.model.name}
+
+
 register_data_commands(app)
+register_cascade_command(app)
 register_compare_commands(app)
 register_shadow_commands(app)
 register_drift_command(app)

@@ -7,6 +7,10 @@ the same row's `shadow` column. The response never depends on them. With a
 `ShadowEnqueuer` (Redis configured) the request only appends a job to the shadow stream
 and `support-router shadow-worker` processes score it (`router.app.shadow_worker`);
 without one, a background thread in this process does.
+
+A cascade (`router.routing.cascade`) is one bound model like any other: its stages are
+asked in order under its policy's stage thresholds, and the decision carries the
+answering stage's model and threshold.
 """
 
 from __future__ import annotations
@@ -20,12 +24,14 @@ from typing import Any
 
 from anyio import to_thread
 
-from router.contracts import Decision, ExperimentConfig, Policy, RouteScores
+from router.contracts import Decision, ExperimentConfig, Policy
 from router.errors import ModelUnavailable
 from router.models.base import DecisionModel
+from router.routing.cascade import CascadeModel, score_cascade, stage_policy
 from router.routing.experiments import ShadowWorker, assign, assignment_unit
 from router.routing.policy import decide
 from router.routing.rules import DEFAULT_RULES, RouteRequest, Rule, first_rule_hit
+from router.routing.scoring import score_request
 from router.routing.shadows import ShadowEnqueuer, sampled
 from router.storage.decision_log import DecisionLog
 from router.telemetry.metrics import count_decision, time_model
@@ -58,21 +64,6 @@ def _assigned(experiment: LiveExperiment, request: RouteRequest, request_id: str
     return assign(experiment.config, unit).name
 
 
-def score_request(model: DecisionModel, request: RouteRequest) -> RouteScores:
-    """The message's scores; for an answer to our clarifying question, the surer of the
-    answer alone and the answer read after the messages it answers.
-
-    "It's order O-1001." says nothing alone but completes "my teapot arrived broken, I'd
-    like a refund"; a clear second message after a vague "I need help" is clearer alone.
-    Both are the model's own scores, so the threshold still decides.
-    """
-    scores = model.score(request.text)
-    if not request.earlier_texts:
-        return scores
-    together = model.score("\n".join([*request.earlier_texts, request.text]))
-    return together if together.confidence > scores.confidence else scores
-
-
 def decide_with(bound: BoundModel, request: RouteRequest, request_id: str,
                 variant: str | None, *, rules: Sequence[Rule] = DEFAULT_RULES,
                 fallback: BoundModel | None = None) -> Decision:
@@ -91,6 +82,11 @@ def decide_with(bound: BoundModel, request: RouteRequest, request_id: str,
             model="rules",
         )
     try:
+        if bound.policy.stages is not None and isinstance(bound.model, CascadeModel):
+            with time_model("cascade"):
+                answer = score_cascade(bound.model, request, bound.policy.stages)
+            return decide(answer.scores, stage_policy(bound.policy, answer.stage),
+                          request_id=request_id, variant=variant)
         with time_model(bound.policy.model.backend):
             scores = score_request(bound.model, request)
         return decide(scores, bound.policy, request_id=request_id, variant=variant)

@@ -107,10 +107,10 @@ def policy_slot(settings: Settings) -> str:
 
 
 def _body(policy: Policy) -> dict[str, Any]:
-    # A policy without a drift reference is stored as it was before the field existed,
-    # so re-publishing a version stored then is not taken for a rewrite.
-    unset = {"reference"} if policy.reference is None else None
-    return policy.model_dump(mode="json", exclude=unset)
+    # A policy without a drift reference (or cascade stages) is stored as it was before
+    # the field existed, so re-publishing a version stored then is not taken for a rewrite.
+    unset = {name for name in ("reference", "stages") if getattr(policy, name) is None}
+    return policy.model_dump(mode="json", exclude=unset or None)
 
 
 class PolicyDB:

@@ -74,7 +74,10 @@ def load_policy(path: Path) -> Policy:
 def save_policy(policy: Policy, path: Path) -> None:
     """Write atomically so a gateway reloading the file never reads half of it."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    payload = json.dumps(policy.model_dump(mode="json"), indent=2, ensure_ascii=False)
+    # A policy that is not a cascade is written without the `stages` field.
+    unset = {"stages"} if policy.stages is None else None
+    payload = json.dumps(policy.model_dump(mode="json", exclude=unset), indent=2,
+                         ensure_ascii=False)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         handle.write(payload + "\n")
@@ -88,6 +91,8 @@ def serving_policy_paths(settings: Settings) -> list[Path]:
         paths.append(settings.e5_policy_path)
     elif settings.backend == "typesafe":
         paths.append(settings.typesafe_policy_path)
+    elif settings.backend == "cascade":
+        paths += [settings.e5_policy_path, settings.cascade_policy_path]
     return paths
 
 
@@ -131,6 +136,8 @@ def active_policy_path(settings: Settings) -> Path:
     """The policy file of the configured primary backend (the one it loads at start)."""
     if settings.backend == "typesafe":
         return settings.typesafe_policy_path
+    if settings.backend == "cascade":
+        return settings.cascade_policy_path
     return settings.e5_policy_path if settings.backend == "e5" else settings.policy_path
 
 

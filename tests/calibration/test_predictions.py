@@ -63,6 +63,14 @@ def test_local_identity(settings: Settings, local: tuple) -> None:
     assert backend_of(identity.name) == "local"
 
 
+@pytest.mark.parametrize(("name", "backend"), [
+    ("local-tfidf-lr@025c7932587c", "local"), ("local-tfidf-e5-lr@c11ac2514530", "e5"),
+    ("typesafe:jev-latest@1234abcd", "typesafe"),
+    ("cascade:local-tfidf-lr@025c>local-tfidf-e5-lr@c11a", "cascade")])
+def test_the_backend_of_each_model_name(name: str, backend: str) -> None:
+    assert backend_of(name) == backend
+
+
 def test_cache_makes_reruns_free_and_dedupes(tmp_path: Path, local: tuple) -> None:
     model, identity = local
     cache = ScoreCache(tmp_path / "cache.jsonl")

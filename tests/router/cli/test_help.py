@@ -76,7 +76,7 @@ def test_train_help_shows_the_e5_extra_literally() -> None:
     ("path", "option"),
     [
         (["report"], "--part <test|all>"),
-        (["eval"], "--backend <local|e5|typesafe>"),
+        (["eval"], "--backend <local|e5|typesafe|cascade>"),
         (["score"], "--backend <local|e5|typesafe>"),
         (["calibrate"], "--recalibrate <none|temperature|isotonic>"),
         (["label"], "--sample <random|uncertainty|disagreement|stratified|drifted>"),
@@ -102,6 +102,7 @@ def test_the_command_list_shows_whole_first_sentences() -> None:
     ("cli", "owner"),
     [
         (get_args(choices.Backend), get_args(Backend)),
+        (get_args(choices.ScoreBackend), tuple(b for b in get_args(Backend) if b != "cascade")),
         (get_args(choices.TrainBackend), tuple(MODEL_FILES)),
         (get_args(choices.CalibratorKind), get_args(CalibratorKind)),
         (get_args(choices.Sample), get_args(Sample)),
