@@ -17,7 +17,7 @@ from calibration.data import load_labelled
 from router.app.labelling import Labelling, export_jsonl, labels_needed
 from router.cli.main import app
 from router.contracts import ROUTES
-from router.errors import InvalidInput, NotFound
+from router.errors import Conflict, InvalidInput, NotFound
 from router.models.typesafe import question_sha
 from router.settings import Settings
 from router.storage.db import make_engine, migrate
@@ -199,6 +199,27 @@ def test_export_takes_adjudicated_then_agreed_then_single_and_leaves_splits_out(
     assert [(r["resolution"], r["annotators"], r["adjudicator"]) for r in raw] == [
         ("adjudicated", ["ana", "bo"], "di"), ("agreed", ["ana", "bo"], None),
         ("single", ["ana"], None)]
+
+
+def test_only_a_disagreement_can_be_adjudicated(engine: Engine, log: DecisionLog) -> None:
+    """An adjudication replaces what the labellers said, so it is taken only where they
+    disagree: one labeller posting the adjudication form for an item two others agreed on,
+    or that nobody labelled, would otherwise decide its exported label alone."""
+    log_decisions(log, [(f"r{i}", f"text {i}", probabilities("refund", 0.6))
+                        for i in range(3)])
+    labelling = _labelling(engine, log, overlap=1.0)
+    for labeller in ("ana", "bo"):
+        labelling.record("r0", labeller=labeller, label="refund")
+    labelling.record("r1", labeller="ana", label="refund")
+    labelling.record("r1", labeller="bo", label="other")
+    for item_id in ("r0", "r2"):
+        with pytest.raises(Conflict) as refused:
+            labelling.adjudicate(item_id, route="account", adjudicator="cy")
+        assert refused.value.code == "not_disputed"
+    assert labelling.labels.adjudications() == []
+    labelling.adjudicate("r1", route="other", adjudicator="cy")
+    assert {(r["id"], r["label"], r["resolution"]) for r in labelling.export().rows} == {
+        ("r0", "refund", "agreed"), ("r1", "other", "adjudicated")}
 
 
 @pytest.mark.parametrize(("call", "error", "code"), [
