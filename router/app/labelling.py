@@ -49,7 +49,7 @@ from calibration.data import LabelledRow, id_fraction
 from calibration.export import export_rows, redact
 from calibration.label import Item, items_from_rows, select_items
 from router.contracts import ROUTES
-from router.errors import InvalidInput, NotFound
+from router.errors import Conflict, InvalidInput, NotFound
 from router.storage.decision_log import DecisionLog
 from router.storage.label_db import SKIP, UNDO, Adjudication, LabelDB, LabelEvent
 
@@ -304,12 +304,18 @@ class Labelling:
                    now: datetime | None = None) -> Adjudication:
         """Resolve an item to `route`; the latest resolution of an item is the one exported.
 
+        Only an item whose labellers disagree can be resolved: an adjudication overrides
+        them, so taken for any other item it would let one person set a label that two
+        labellers agreed on, or one nobody gave.
+
         Raises
         ------
         InvalidInput
             `bad_route` for a route not in `ROUTES`; `note_too_long`.
         NotFound
             `unknown_item`: no decision has this request id.
+        Conflict
+            `not_disputed`: the item's labellers do not disagree.
         """
         if route not in ROUTES:
             raise InvalidInput(f"route {route!r}; use one of {', '.join(ROUTES)}",
@@ -318,6 +324,10 @@ class Labelling:
             raise InvalidInput(f"note of {len(note)} characters; at most {MAX_NOTE_CHARS}",
                                code="note_too_long")
         self._decision(item_id)
+        given = resolve_labels(self.labels.events(item_ids=[item_id])).get(item_id, {})
+        if len({value for value in given.values() if value != SKIP}) < 2:
+            raise Conflict(f"the labellers of {item_id!r} do not disagree; only a "
+                           "disagreement is adjudicated", code="not_disputed")
         return self.labels.adjudicate(item_id, route=route, adjudicator=adjudicator,
                                       note=note, now=now)
 
