@@ -9,6 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
+from router.access import hash_key, new_key
 from router.gateway.app import create_app
 from router.gateway.console.sessions import PRESESSION_COOKIE, SESSION_COOKIE, new_token
 from router.settings import Settings
@@ -218,6 +219,22 @@ def test_a_session_is_honoured_by_every_process_on_the_database_and_follows_its_
     with TestClient(create_app(without_agent)) as third:
         third.cookies.set(SESSION_COOKIE, token)
         assert third.get("/console/handoffs", follow_redirects=False).status_code == 303
+
+
+def test_a_rotated_key_ends_the_sessions_signed_in_with_the_old_one(
+        keyed_settings: Settings) -> None:
+    """Rotating a leaked key keeps its name and roles but changes its secret: whoever
+    signed in with the old secret must not keep a session for the rest of its lifetime."""
+    with TestClient(create_app(keyed_settings)) as first:
+        sign_in(first, "agent")
+        token = first.cookies[SESSION_COOKIE]
+    rotated = keyed_settings.model_copy(update={"api_keys": [
+        entry.model_copy(update={"sha256": hash_key(new_key())})
+        if entry.name == NAMES["agent"] else entry for entry in entries()]})
+    with TestClient(create_app(rotated)) as second:
+        second.cookies.set(SESSION_COOKIE, token)
+        answer = second.get("/console/handoffs", follow_redirects=False)
+        assert (answer.status_code, answer.headers["location"]) == (303, "/console/sign-in")
 
 
 # ---------------------------------------------------------------- roles and errors
