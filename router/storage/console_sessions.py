@@ -6,8 +6,9 @@ database, not in one process's memory, so every worker and every host recognises
 session, and one sign-out ends it everywhere.
 
     console_sessions   one row per sign-in: the sha256 of the session token (never the
-                       token), the key's name and roles at sign-in, the session's CSRF
-                       token, when it was made, when it expires, when it was revoked
+                       token), the key's name, its digest and roles at sign-in, the
+                       session's CSRF token, when it was made, when it expires, when it
+                       was revoked
 
 A row found by its digest is valid while it is neither revoked nor expired; rows are
 never updated except to revoke them. Expired rows are deleted by `purge_expired`, which
@@ -43,6 +44,7 @@ console_sessions = Table(
     "console_sessions", metadata,
     Column("token_sha256", String(64), primary_key=True),
     Column("key_name", String(64), nullable=False),
+    Column("key_sha256", String(64), nullable=True),
     Column("roles", String(128), nullable=False),
     Column("csrf_token", String(64), nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
@@ -62,6 +64,8 @@ class ConsoleSessionRow(BaseModel):
 
     token_sha256: str
     key_name: str
+    key_sha256: str | None
+    """The digest of the key signed in with (None on rows older than the column)."""
     roles: tuple[str, ...]
     csrf_token: str
     created_at: datetime
@@ -96,11 +100,12 @@ class ConsoleSessionStore:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
-    def create(self, token: str, *, key_name: str, roles: tuple[str, ...], csrf_token: str,
-               now: datetime, ttl_s: float) -> ConsoleSessionRow:
+    def create(self, token: str, *, key_name: str, key_sha256: str, roles: tuple[str, ...],
+               csrf_token: str, now: datetime, ttl_s: float) -> ConsoleSessionRow:
         """Store a new session for `token` (only its digest) and purge long-expired rows."""
         values = {
             "token_sha256": token_digest(token), "key_name": key_name,
+            "key_sha256": key_sha256,
             "roles": ",".join(roles), "csrf_token": csrf_token, "created_at": now,
             "expires_at": now + timedelta(seconds=ttl_s), "revoked_at": None,
         }

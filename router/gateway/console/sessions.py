@@ -13,8 +13,10 @@ A session is a random token (256 bits) in a cookie; the database keeps only its 
 (router/storage/console_sessions.py) with the key's name, its roles, a CSRF token of its
 own and its expiry (`console_session_ttl_s`). Every request re-reads the row, so a
 sign-out on one worker or host ends the session everywhere, and checks that the key is
-still configured: its *current* roles are the session's roles, so removing a key or a
-role from `SUPPORT_ROUTER_API_KEYS` takes effect on the next page.
+still configured with the digest it was signed in with: its *current* roles are the
+session's roles, so removing a key or a role from `SUPPORT_ROUTER_API_KEYS` takes effect
+on the next page, and rotating a key (same name, new secret) ends the sessions made with
+the old one.
 
 The cookie: `HttpOnly` (no script reads it), `SameSite=Strict` (no other site's page
 can make the browser send it), `Path=/console`, `Secure` when the request came over
@@ -24,6 +26,7 @@ router/gateway/middleware/forwarded.py), `Max-Age` the session's lifetime.
 
 from __future__ import annotations
 
+import hmac
 import secrets
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -73,21 +76,22 @@ def sign_in(keys: KeyRing, store: ConsoleSessionStore, presented: str, *, ttl_s:
             f"the key {key.name!r} has no console role (agent, supervisor or admin); "
             "gateway keys are for the calling systems, not for people")
     token = new_token()
-    return token, store.create(token, key_name=key.name, roles=roles,
+    return token, store.create(token, key_name=key.name, key_sha256=key.sha256, roles=roles,
                                csrf_token=new_token(), now=now, ttl_s=ttl_s)
 
 
 def live_session(keys: KeyRing, store: ConsoleSessionStore, token: str | None, *,
                  now: datetime) -> ConsoleSessionRow | None:
     """The session `token` stands for, with the key's current console roles; None when
-    there is no token, the row is unknown, expired or revoked, or the key is gone."""
+    there is no token, the row is unknown, expired or revoked, or the key is gone or was
+    rotated since (its name now has another digest)."""
     if not token:
         return None
     session = store.find(token, now=now)
     if session is None:
         return None
     key = next((k for k in keys.keys if k.name == session.key_name), None)
-    if key is None:
+    if key is None or not hmac.compare_digest(key.sha256, session.key_sha256 or ""):
         return None
     roles = console_roles(key)
     if not roles:

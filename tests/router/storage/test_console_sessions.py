@@ -36,8 +36,8 @@ def store(engine: Engine) -> ConsoleSessionStore:
 
 def _create(store: ConsoleSessionStore, token: str = "tok-1", *,
             now: datetime = AT) -> None:
-    store.create(token, key_name="maria", roles=("supervisor", "admin"), csrf_token="c-1",
-                 now=now, ttl_s=TTL_S)
+    store.create(token, key_name="maria", key_sha256="d" * 64, roles=("supervisor", "admin"),
+                 csrf_token="c-1", now=now, ttl_s=TTL_S)
 
 
 def test_only_the_tokens_digest_is_stored(store: ConsoleSessionStore, engine: Engine) -> None:
@@ -48,8 +48,8 @@ def test_only_the_tokens_digest_is_stored(store: ConsoleSessionStore, engine: En
     assert "tok-1" not in [str(value) for value in row]
     found = store.find("tok-1", now=AT)
     assert found is not None
-    assert (found.key_name, found.roles, found.csrf_token) == (
-        "maria", ("supervisor", "admin"), "c-1")
+    assert (found.key_name, found.key_sha256, found.roles, found.csrf_token) == (
+        "maria", "d" * 64, ("supervisor", "admin"), "c-1")
     assert found.expires_at == AT + timedelta(seconds=TTL_S)
 
 

@@ -197,8 +197,8 @@ def test_an_expired_session_opens_nothing(console: TestClient) -> None:
     token = new_token()
     long_ago = datetime.now(UTC) - timedelta(hours=9)
     ConsoleSessionStore(console.app.state.services.engine).create(
-        token, key_name=NAMES["agent"], roles=("agent",), csrf_token=new_token(),
-        now=long_ago, ttl_s=8 * 3600)
+        token, key_name=NAMES["agent"], key_sha256=hash_key(KEYS["agent"]), roles=("agent",),
+        csrf_token=new_token(), now=long_ago, ttl_s=8 * 3600)
     console.cookies.set(SESSION_COOKIE, token)
     answer = console.get("/console/handoffs", follow_redirects=False)
     assert (answer.status_code, answer.headers["location"]) == (303, "/console/sign-in")
