@@ -222,6 +222,22 @@ def test_only_a_disagreement_can_be_adjudicated(engine: Engine, log: DecisionLog
         ("r0", "refund", "agreed"), ("r1", "other", "adjudicated")}
 
 
+def test_a_repeat_of_a_text_is_labelled_only_under_its_items_id(
+    engine: Engine, log: DecisionLog
+) -> None:
+    """The queue has one item per distinct text, under its first request's id. A label
+    posted under a later repeat's id (no queue shows it) would make a second export row
+    of the same text, with a label of its own that may contradict the item's."""
+    _few(log)
+    labelling = _labelling(engine, log, overlap=1.0)
+    with pytest.raises(NotFound) as refused:
+        labelling.record("again", labeller="ana", label="refund")
+    assert refused.value.code == "unknown_item"
+    assert labelling.labels.events() == []
+    labelling.record("unsure", labeller="ana", label="other")
+    assert [row["id"] for row in labelling.export().rows] == ["unsure"]
+
+
 @pytest.mark.parametrize(("call", "error", "code"), [
     (lambda lab: lab.record("r0", labeller="ana", label="refnd"), InvalidInput, "bad_label"),
     (lambda lab: lab.record("nope", labeller="ana", label="refund"), NotFound, "unknown_item"),
