@@ -228,7 +228,8 @@ class Labelling:
         InvalidInput
             `bad_label`: not a route or `skip`.
         NotFound
-            `unknown_item`: no decision has this request id.
+            `unknown_item`: no decision has this request id, or it repeats an earlier
+            request's text (the item is that one's).
         """
         if label not in LABEL_VALUES:
             raise InvalidInput(f"label {label!r}; use one of {', '.join(LABEL_VALUES)}",
@@ -350,9 +351,14 @@ class Labelling:
         return LabelExport(rows=out, counts=counts, unresolved=unresolved)
 
     def _decision(self, item_id: str) -> dict[str, Any]:
+        """The decision an item stands for: the first of its text, as the queue lists it
+        (a later repeat's id is no item, so a text is never labelled under two ids)."""
         row = self.decisions.rows_for([item_id]).get(item_id)
         if row is None:
             raise NotFound(f"no decision with request id {item_id!r}", code="unknown_item")
+        if self.decisions.repeats_earlier(item_id):
+            raise NotFound(f"{item_id!r} repeats an earlier request's text; label that one",
+                           code="unknown_item")
         return row
 
 

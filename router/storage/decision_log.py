@@ -421,6 +421,16 @@ class DecisionLog:
                     decisions.c.request_id.in_(wanted[start : start + 500]))
                 out.update((r.request_id, dict(r._mapping)) for r in conn.execute(query))
         return out
+    def repeats_earlier(self, request_id: str) -> bool:
+        """Whether an earlier decision has this request's text (the row is then a repeat,
+        not the first of its text); False for an unknown request id."""
+        c = decisions.c
+        first = select(c.text_sha, c.created_at).where(c.request_id == request_id).subquery()
+        query = select(c.request_id).where(c.text_sha == first.c.text_sha,
+                                           c.created_at < first.c.created_at).limit(1)
+        with read_connection(self._engine) as conn:
+            return conn.execute(query).first() is not None
+
     def experiment_rows(self, experiment: str) -> list[dict[str, Any]]:
         """An experiment's rows, oldest first, with what its report reads: never the text."""
         c = decisions.c
