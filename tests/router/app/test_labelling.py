@@ -84,6 +84,20 @@ def test_the_queue_is_least_confident_first_and_hides_the_model_until_labelled(
     assert {i.id for i in random_order.items} == {"low", "middle", "sure", "rule"}
 
 
+def test_a_skip_reveals_nothing_so_skip_then_undo_cannot_peek(
+    engine: Engine, log: DecisionLog
+) -> None:
+    """A skip gives no label, so it shows no model answer, as in the terminal tool:
+    otherwise skip, read the answer, undo and label would anchor the label on it."""
+    _few(log)
+    labelling = _labelling(engine, log, overlap=0.0)
+    skipped = labelling.record("unsure", labeller="ana", label="skip")
+    assert (skipped.model_choice, skipped.model_confidence) == (None, None)
+    assert labelling.reveal("unsure", labeller="ana") is None
+    assert labelling.undo("ana") == "unsure"
+    assert labelling.reveal("unsure", labeller="ana") is None
+
+
 def test_undo_withdraws_the_latest_standing_label_and_requeues_it(
     engine: Engine, log: DecisionLog
 ) -> None:
