@@ -221,7 +221,8 @@ class Labelling:
 
     def record(self, item_id: str, *, labeller: str, label: str,
                now: datetime | None = None) -> LabelReveal:
-        """Store `labeller`'s route (or `skip`) for an item; reveal the model's answer.
+        """Store `labeller`'s route (or `skip`) for an item; reveal the model's answer
+        (not for a skip).
 
         Raises
         ------
@@ -236,16 +237,19 @@ class Labelling:
                                code="bad_label")
         row = self._decision(item_id)
         self.labels.append(item_id, labeller=labeller, label=label, now=now)
+        if label == SKIP:  # no label given, so nothing revealed (skip, undo, label: blind)
+            return LabelReveal(item_id=item_id, label=label, model_choice=None,
+                               model_confidence=None)
         return LabelReveal(item_id=item_id, label=label, model_choice=row.get("choice"),
                            model_confidence=row.get("confidence"))
 
     def reveal(self, item_id: str, *, labeller: str) -> LabelReveal | None:
-        """The model's answer on an item, for a labeller who has labelled it; else None,
-        so the answer is never shown before a label is given."""
+        """The model's answer on an item, for a labeller who has labelled it (a skip is no
+        label); else None, so the answer is never shown before a label is given."""
         given = resolve_labels(self.labels.events(item_ids=[item_id])).get(item_id, {})
         label = given.get(labeller)
         row = self.decisions.rows_for([item_id]).get(item_id)
-        if label is None or row is None:
+        if label is None or label == SKIP or row is None:
             return None
         return LabelReveal(item_id=item_id, label=label, model_choice=row.get("choice"),
                            model_confidence=row.get("confidence"))
