@@ -176,6 +176,25 @@ def test_a_form_that_is_not_url_encoded_is_refused_before_routing(console: TestC
     assert console.get("/console/", follow_redirects=False).status_code == 200
 
 
+@pytest.mark.parametrize(("body", "content_type", "status", "code"), [
+    (b"note=" + b"x" * (65 * 1024), "application/x-www-form-urlencoded", 413,
+     "body_too_large"),
+    (b"note=\xff\xfe", "application/x-www-form-urlencoded", 400, "invalid_encoding"),
+    (b'{"note": 1}', "application/json", 415, "unsupported_media_type"),
+], ids=["too-large", "not-utf8", "not-a-form"])
+def test_a_form_refused_before_routing_gets_the_console_error_page(
+        console: TestClient, body: bytes, content_type: str, status: int, code: str) -> None:
+    """A person who pastes too much into a form sees a console page, not the API's JSON."""
+    csrf = sign_in(console, "supervisor")
+    answer = console.post("/console/sign-out", content=body,
+                          headers={"Content-Type": content_type})
+    assert answer.status_code == status
+    assert answer.headers["content-type"].startswith("text/html")
+    assert codes_of(answer.text)[:1] == [code]
+    assert "default-src 'none'" in answer.headers["content-security-policy"]
+    assert csrf and console.get("/console/", follow_redirects=False).status_code == 200
+
+
 # ---------------------------------------------------------------- sessions end
 
 
