@@ -13,6 +13,7 @@ from router.app.bootstrap import build_services, models_to_train
 from router.app.services import Services
 from router.errors import SupportRouterError
 from router.gateway.console import CONSOLE_PREFIX, console_router
+from router.gateway.console.errors import error_page as console_error_page
 from router.gateway.errors import ERROR_RESPONSES, error_responses, install_error_handlers
 from router.gateway.middleware.access import install_access
 from router.gateway.middleware.body_limits import RequestLimits
@@ -128,7 +129,8 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     install_error_handlers(app)
     # Added before the request-id middleware, so it runs inside it: its refusals carry
     # the request id too. Bodies are checked before routing: nothing is written.
-    app.add_middleware(RequestLimits, form_path_prefixes=(CONSOLE_PREFIX + "/",))
+    app.add_middleware(RequestLimits, form_path_prefixes=(CONSOLE_PREFIX + "/",),
+                       form_error=console_error_page)
     # The caller's address for the keyless rate limit: the socket peer, unless the peer is
     # a configured proxy (router/gateway/middleware/forwarded.py).
     app.add_middleware(ForwardedHeaders)

@@ -26,9 +26,10 @@ Why a pure ASGI middleware and not FastAPI validation:
   surrogates (which later fail to encode when the text is written to the database). Each
   is refused here with its own stable code instead.
 
-Every refusal uses the one error shape of `router.gateway.errors`, happens before routing,
-so nothing is written and no decision is made or logged. A body that passes is replayed
-to the app unchanged.
+Every refusal uses the one error shape of `router.gateway.errors` (under
+`form_path_prefixes`, the `form_error` page the app passes in: the console's HTML error
+page with the same status and code), happens before routing, so nothing is written and
+no decision is made or logged. A body that passes is replayed to the app unchanged.
 """
 
 from __future__ import annotations
@@ -36,18 +37,21 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
 from starlette.datastructures import Headers
 from starlette.requests import Request
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from router.gateway.errors import error_response
 from router.settings import Settings
 
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+ErrorPage = Callable[[Request, int, str, str, dict[str, str] | None], Response]
+"""(request, status, code, message, headers) → the refusal, as `error_response` takes them."""
 JSON_CHARSETS = frozenset({"utf-8", "utf8"})
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
@@ -207,10 +211,13 @@ class RequestLimits:
 
     def __init__(self, app: ASGIApp, *, max_body_bytes: int | None = None,
                  max_json_depth: int | None = None,
-                 form_path_prefixes: tuple[str, ...] = ()) -> None:
+                 form_path_prefixes: tuple[str, ...] = (),
+                 form_error: ErrorPage | None = None) -> None:
         self.app = app
-        # Paths whose bodies are browser forms, not JSON (the console's pages).
+        # Paths whose bodies are browser forms, not JSON (the console's pages), and the
+        # page their refusals are (a person reads it in a browser, not a client).
         self.form_path_prefixes = form_path_prefixes
+        self.form_error = form_error
         self.max_body_bytes = max_body_bytes
         self.max_json_depth = max_json_depth
         self._resolved: Limits | None = None
@@ -234,6 +241,8 @@ class RequestLimits:
         limits = self._limits(scope)
         headers = Headers(scope=scope)
         extra_headers: dict[str, str] | None = None
+        is_form = bool(self.form_path_prefixes) and \
+            scope["path"].startswith(self.form_path_prefixes)
         try:
             _check_head(scope, limits)
             _check_declared_length(headers.get("content-length"), limits.max_body_bytes)
@@ -251,15 +260,16 @@ class RequestLimits:
                               f"{limits.body_timeout_s:g} s") from None
             if body is None:  # the client went away while sending; nobody to answer
                 return
-            if body and self.form_path_prefixes and \
-                    scope["path"].startswith(self.form_path_prefixes):
+            if body and is_form:
                 check_form_body(headers.get("content-type"), body)
             elif body:
                 check_json_body(headers.get("content-type"), body,
                                 max_depth=limits.max_json_depth)
         except BadBody as bad:
-            response = error_response(Request(scope), bad.status, bad.code, bad.message,
-                                      extra_headers)
+            page = self.form_error if is_form and self.form_error is not None \
+                else error_response
+            response = page(Request(scope), bad.status, bad.code, bad.message,
+                            extra_headers)
             await response(scope, receive, send)
             return
         await self.app(scope, _replay(body, receive), send)
