@@ -236,6 +236,23 @@ def test_only_a_disagreement_can_be_adjudicated(engine: Engine, log: DecisionLog
         ("r0", "refund", "agreed"), ("r1", "other", "adjudicated")}
 
 
+def test_a_labeller_of_an_item_cannot_adjudicate_it(engine: Engine, log: DecisionLog) -> None:
+    """Otherwise one person could overrule two who agreed in two steps: label the item
+    differently (now a disagreement), then adjudicate it their way."""
+    log_decisions(log, [("r0", "text 0", probabilities("refund", 0.6))])
+    labelling = _labelling(engine, log, overlap=1.0)
+    for labeller in ("ana", "bo"):
+        labelling.record("r0", labeller=labeller, label="refund")
+    labelling.record("r0", labeller="eve", label="account")
+    with pytest.raises(Conflict) as refused:
+        labelling.adjudicate("r0", route="account", adjudicator="eve")
+    assert refused.value.code == "adjudicator_labelled"
+    assert labelling.labels.adjudications() == []
+    labelling.adjudicate("r0", route="refund", adjudicator="cy")
+    assert [(r["label"], r["adjudicator"]) for r in labelling.export().rows] == [
+        ("refund", "cy")]
+
+
 def test_a_repeat_of_a_text_is_labelled_only_under_its_items_id(
     engine: Engine, log: DecisionLog
 ) -> None:
