@@ -309,9 +309,10 @@ class Labelling:
                    now: datetime | None = None) -> Adjudication:
         """Resolve an item to `route`; the latest resolution of an item is the one exported.
 
-        Only an item whose labellers disagree can be resolved: an adjudication overrides
-        them, so taken for any other item it would let one person set a label that two
-        labellers agreed on, or one nobody gave.
+        Only an item whose labellers disagree can be resolved, and only by someone who is
+        not one of them: an adjudication overrides the labellers, so otherwise one person
+        could set a label that two labellers agreed on (directly, or by labelling the
+        item differently first and then resolving it their way), or one nobody gave.
 
         Raises
         ------
@@ -320,7 +321,8 @@ class Labelling:
         NotFound
             `unknown_item`: no decision has this request id.
         Conflict
-            `not_disputed`: the item's labellers do not disagree.
+            `not_disputed`: the item's labellers do not disagree; `adjudicator_labelled`:
+            the adjudicator is one of them.
         """
         if route not in ROUTES:
             raise InvalidInput(f"route {route!r}; use one of {', '.join(ROUTES)}",
@@ -333,6 +335,10 @@ class Labelling:
         if len({value for value in given.values() if value != SKIP}) < 2:
             raise Conflict(f"the labellers of {item_id!r} do not disagree; only a "
                            "disagreement is adjudicated", code="not_disputed")
+        if given.get(adjudicator, SKIP) != SKIP:
+            raise Conflict(f"{adjudicator} labelled {item_id!r}; a disagreement is resolved "
+                           "by someone who is not one of its labellers",
+                           code="adjudicator_labelled")
         return self.labels.adjudicate(item_id, route=route, adjudicator=adjudicator,
                                       note=note, now=now)
 
