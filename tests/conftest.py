@@ -34,6 +34,7 @@ from sqlalchemy.engine import make_url
 from router.app.training import MODEL_FILES, TrainResult, train_local
 from router.gateway.app import create_app
 from router.settings import Settings, get_settings
+from router.storage.db import make_engine, migrate
 from router.storage.policy_store import load_policy
 from tests.paths import DATASETS
 
@@ -161,6 +162,16 @@ def any_db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return sqlite_url(tmp_path)
     return request.getfixturevalue("postgres_url")
+
+
+@pytest.fixture
+def engine(any_db_url: str) -> Iterator[Engine]:
+    """A migrated engine on each database of `any_db_url` (a package or module needing
+    another engine defines its own `engine`)."""
+    engine = make_engine(any_db_url)
+    migrate(engine)
+    yield engine
+    engine.dispose()
 
 
 @pytest.fixture(scope="session")

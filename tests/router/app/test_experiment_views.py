@@ -13,7 +13,6 @@ from sqlalchemy import Engine
 from calibration.ab_report import ab_report
 from router.app.experiment_views import read_experiments
 from router.contracts import Decision, ExperimentConfig, RouteScores
-from router.storage.db import make_engine, migrate
 from router.storage.decision_log import DecisionLog
 from router.storage.experiment_db import ExperimentDB
 
@@ -21,14 +20,6 @@ T0 = datetime(2026, 12, 3, 9, 0, tzinfo=UTC)
 CONFIG = ExperimentConfig.model_validate({
     "name": "split", "salt": "s", "planned_requests": 400,
     "variants": [{"name": "a", "weight": 1}, {"name": "b", "weight": 3}]})
-
-
-@pytest.fixture
-def engine(any_db_url: str) -> Iterator[Engine]:
-    engine = make_engine(any_db_url)
-    migrate(engine)
-    yield engine
-    engine.dispose()
 
 
 @pytest.fixture

@@ -30,14 +30,6 @@ MODEL = f"typesafe:jev-test@{question_sha()[:8]}"
 
 
 @pytest.fixture
-def engine(any_db_url: str) -> Iterator[Engine]:
-    engine = make_engine(any_db_url)
-    migrate(engine)
-    yield engine
-    engine.dispose()
-
-
-@pytest.fixture
 def log(engine: Engine) -> Iterator[DecisionLog]:
     log = DecisionLog(engine)
     yield log

@@ -91,7 +91,7 @@ def test_a_sub_group_on_its_own_has_the_boundary_too() -> None:
         (["approvals", "decide", "op-1", "perhaps", "--supervisor", "m"], "decision",
          "'approve', 'reject'"),
         (["keys", "new", "--name", "x", "--role", "root"], "--role",
-         "'gateway', 'agent', 'supervisor', 'admin'"),
+         "'gateway', 'agent', 'supervisor', 'labeller', 'admin'"),
     ],
 )
 def test_a_value_outside_the_choices_is_a_usage_error_naming_them(

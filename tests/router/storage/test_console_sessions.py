@@ -3,7 +3,6 @@ a session is live until it expires or is revoked, and old rows are purged."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -15,18 +14,9 @@ from router.storage.console_sessions import (
     console_sessions,
     token_digest,
 )
-from router.storage.db import make_engine, migrate
 
 AT = datetime(2026, 12, 3, 9, 0, tzinfo=UTC)
 TTL_S = 3600.0
-
-
-@pytest.fixture
-def engine(any_db_url: str) -> Iterator[Engine]:
-    engine = make_engine(any_db_url)
-    migrate(engine)
-    yield engine
-    engine.dispose()
 
 
 @pytest.fixture

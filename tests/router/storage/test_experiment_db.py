@@ -4,7 +4,6 @@ every start and stop recorded with who and when, a refused change writing nothin
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
@@ -12,7 +11,6 @@ from sqlalchemy import Engine, select, update
 
 from router.contracts import ExperimentConfig
 from router.errors import Conflict, InvalidInput, NotFound, SupportRouterError
-from router.storage.db import make_engine, migrate
 from router.storage.experiment_db import ExperimentDB, experiments
 
 AT = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
@@ -22,14 +20,6 @@ def _config(name: str, salt: str = "s") -> ExperimentConfig:
     return ExperimentConfig.model_validate({
         "name": name, "salt": salt, "planned_requests": 100,
         "variants": [{"name": "a", "weight": 1}, {"name": "b", "weight": 3}]})
-
-
-@pytest.fixture
-def engine(any_db_url: str) -> Iterator[Engine]:
-    engine = make_engine(any_db_url)
-    migrate(engine)
-    yield engine
-    engine.dispose()
 
 
 @pytest.fixture

@@ -4,24 +4,14 @@ written, with who and when; labellers writing at once lose nothing."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import Engine
 
-from router.storage.db import make_engine, migrate
 from router.storage.label_db import LabelDB
 
 AT = datetime(2026, 12, 3, 9, 0, tzinfo=UTC)
-
-
-@pytest.fixture
-def engine(any_db_url: str) -> Iterator[Engine]:
-    engine = make_engine(any_db_url)
-    migrate(engine)
-    yield engine
-    engine.dispose()
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
@@ -13,7 +12,6 @@ from sqlalchemy import Engine, func, select, update
 
 from router.contracts import Policy, PolicyModel
 from router.errors import Conflict, InvalidPolicy
-from router.storage.db import make_engine, migrate
 from router.storage.policy_db import PolicyDB, policy_active, policy_history, policy_versions
 from router.storage.policy_store import ensure_policy_fits
 
@@ -23,14 +21,6 @@ CREATED = datetime(2026, 12, 1, tzinfo=UTC)
 
 def _policy(version: str, threshold: float = 0.5, model: PolicyModel = MODEL) -> Policy:
     return Policy(version=version, model=model, threshold=threshold, created_at=CREATED)
-
-
-@pytest.fixture
-def engine(any_db_url: str) -> Iterator[Engine]:
-    engine = make_engine(any_db_url)
-    migrate(engine)
-    yield engine
-    engine.dispose()
 
 
 @pytest.fixture
