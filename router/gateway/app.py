@@ -14,6 +14,7 @@ from router.app.services import Services
 from router.errors import SupportRouterError
 from router.gateway.console import CONSOLE_PREFIX, console_router
 from router.gateway.console.errors import error_page as console_error_page
+from router.gateway.console.errors import handle_console_error
 from router.gateway.errors import ERROR_RESPONSES, error_responses, install_error_handlers
 from router.gateway.middleware.access import install_access
 from router.gateway.middleware.body_limits import RequestLimits
@@ -126,7 +127,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     app.state.startup = StartupState()
     if services is not None:
         app.state.services = services
-    install_error_handlers(app)
+    install_error_handlers(app, pages=(CONSOLE_PREFIX + "/", handle_console_error))
     # Added before the request-id middleware, so it runs inside it: its refusals carry
     # the request id too. Bodies are checked before routing: nothing is written.
     app.add_middleware(RequestLimits, form_path_prefixes=(CONSOLE_PREFIX + "/",),

@@ -163,7 +163,14 @@ def describe_database_error(exc: SQLAlchemyError) -> str:
     return described
 
 
-def install_error_handlers(app: FastAPI) -> None:
+def install_error_handlers(
+    app: FastAPI, *,
+    pages: tuple[str, Callable[[Request, Exception], Response]] | None = None,
+) -> None:
+    """JSON error bodies for the API; with `pages` (a path prefix and a handler), the
+    HTTP errors raised by routing below that prefix (a 405 for a wrong method) get the
+    handler's page instead, as the pages' own failures do."""
+
     @app.exception_handler(SupportRouterError)
     async def _ours(request: Request, exc: SupportRouterError) -> JSONResponse:
         if exc.status_code >= 500:
@@ -177,7 +184,9 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_response(request, status, code, message)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> Response:
+        if pages is not None and request.url.path.startswith(pages[0]):
+            return pages[1](request, exc)
         code = _HTTP_CODES.get(exc.status_code, "http_error")
         return error_response(request, exc.status_code, code, str(exc.detail), exc.headers)
 

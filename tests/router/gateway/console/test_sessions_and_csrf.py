@@ -195,6 +195,20 @@ def test_a_form_refused_before_routing_gets_the_console_error_page(
     assert csrf and console.get("/console/", follow_redirects=False).status_code == 200
 
 
+def test_a_wrong_method_on_a_console_page_gets_the_console_error_page(
+        console: TestClient) -> None:
+    """Routing's own refusals (405 here) are pages under /console, and JSON elsewhere."""
+    sign_in(console, "supervisor")
+    answer = console.delete("/console/approvals")
+    assert answer.status_code == 405
+    assert answer.headers["content-type"].startswith("text/html")
+    assert codes_of(answer.text)[:1] == ["method_not_allowed"]
+    assert "default-src 'none'" in answer.headers["content-security-policy"]
+    api = console.delete("/v1/route")
+    assert api.status_code == 405
+    assert api.json()["error"]["code"] == "method_not_allowed"
+
+
 # ---------------------------------------------------------------- sessions end
 
 
