@@ -197,7 +197,8 @@ class PolicyDB:
 
         `adopt`: the policy served until now, made the first version when the slot has
         none, so that the first rollback can return to it. `expect_active`: publish only
-        if this version is the active one (the adopted one counts).
+        if this version is the active one (the adopted one counts); `NO_ACTIVE_VERSION`:
+        only if none is.
 
         Raises
         ------
@@ -327,10 +328,15 @@ class PolicyDB:
             previous=previous, changed_by=by))
 
 
+NO_ACTIVE_VERSION = ""
+"""`expect_active` for "no version is active": a change asked for while the slot was
+empty is refused once another has made a version active (None asks for no check)."""
+
+
 def _expect(expected: str | None, active: str | None) -> None:
-    if expected is not None and expected != active:
-        raise Conflict(f"the active policy is {active}, not {expected}: it changed since "
-                       "the change was asked for; look again and repeat it",
+    if expected is not None and (expected or None) != active:
+        raise Conflict(f"the active policy is {active or 'none'}, not {expected or 'none'}: "
+                       "it changed since the change was asked for; look again and repeat it",
                        code="policy_changed")
 
 

@@ -12,7 +12,13 @@ from sqlalchemy import Engine, func, select, update
 
 from router.contracts import Policy, PolicyModel
 from router.errors import Conflict, InvalidPolicy
-from router.storage.policy_db import PolicyDB, policy_active, policy_history, policy_versions
+from router.storage.policy_db import (
+    NO_ACTIVE_VERSION,
+    PolicyDB,
+    policy_active,
+    policy_history,
+    policy_versions,
+)
 from router.storage.policy_store import ensure_policy_fits
 
 MODEL = PolicyModel(backend="local", name="local-tfidf-lr@abc", artifact_sha="abc")
@@ -190,6 +196,21 @@ def test_a_change_expecting_another_active_version_writes_nothing(
     assert _rows(engine) == before
     db.rollback(by="bob", expect_active="v2")
     assert db.active_version() == "v1"
+
+
+def test_a_change_expecting_no_active_version_writes_nothing_once_one_is(
+        engine: Engine) -> None:
+    """The console confirms a change on an empty slot with `NO_ACTIVE_VERSION`."""
+    empty = PolicyDB(engine, slot="empty")
+    empty.publish(_policy("v1"), by="carol")  # published while bob looked at the empty slot
+    before = _rows(engine)
+    with pytest.raises(Conflict, match="active policy is v1, not none") as caught:
+        empty.publish(_policy("v2"), by="bob", expect_active=NO_ACTIVE_VERSION)
+    assert caught.value.code == "policy_changed"
+    assert _rows(engine) == before
+    other = PolicyDB(engine, slot="other")
+    other.publish(_policy("v2"), by="bob", expect_active=NO_ACTIVE_VERSION)
+    assert other.active_version() == "v2"
 
 
 def test_overview_lists_the_slots_versions_with_when_they_were_stored(engine: Engine,

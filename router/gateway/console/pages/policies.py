@@ -104,7 +104,7 @@ async def publish(request: Request, session: AdminSession, form: CheckedForm,
 
     def change() -> PolicySwitch:
         return services.policies.publish(_candidate(services, form), by=session.key_name,
-                                         expect_active=expect or None)
+                                         expect_active=expect)
 
     return _done(request, await run_in_threadpool(change))
 
@@ -125,5 +125,5 @@ async def rollback(request: Request, session: AdminSession, form: CheckedForm,
     """Step two: roll back, if the version active at review time still is."""
     expect = form.require("expect_active")
     switch = await run_in_threadpool(lambda: services.policies.rollback(
-        by=session.key_name, expect_active=expect or None))
+        by=session.key_name, expect_active=expect))
     return _done(request, switch)
