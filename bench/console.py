@@ -23,7 +23,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -33,7 +32,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.load import free_port  # noqa: E402
+from bench.load import Server, free_port, wait_ready  # noqa: E402
 from bench.machine import describe_machine  # noqa: E402
 from router.access import hash_key, new_key  # noqa: E402
 
@@ -71,18 +70,7 @@ def gateway(model_dir: Path) -> Iterator[str]:
                 stderr=subprocess.STDOUT)
         url = f"http://127.0.0.1:{port}"
         try:
-            deadline = time.monotonic() + 240
-            while True:
-                if process.poll() is not None:
-                    raise SystemExit(f"gateway exited:\n{log.read_text()[-3000:]}")
-                try:
-                    if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise SystemExit(f"gateway not ready:\n{log.read_text()[-3000:]}")
-                time.sleep(0.2)
+            wait_ready(Server(process, url, "console bench"), log)
             yield url
         finally:
             process.terminate()
