@@ -33,7 +33,8 @@ class Services:
     drift: DriftGauges
     """The drift gauges of `/metrics`, over the primary policy's recent decisions."""
     log: DecisionLog
-    """The decision log the router writes (and the console's experiment figures read)."""
+    """The decision log the router writes (and the console's labelling and experiment
+    figures read)."""
     ready: bool = False
     conversation: Conversation = field(init=False)
     """The message use case over `router` and `desk`."""
@@ -44,7 +45,7 @@ class Services:
 
     def __post_init__(self) -> None:
         self.conversation = Conversation(self.router, self.desk)
-        self.labelling = Labelling(LabelDB(self.engine), DecisionLog(self.engine),
+        self.labelling = Labelling(LabelDB(self.engine), self.log,
                                    overlap=self.settings.label_overlap)
         self.reports = ReportCache(self.settings.routes_data)
 
