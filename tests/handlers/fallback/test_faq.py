@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from handlers.fallback.faq import (
@@ -96,3 +97,12 @@ def test_bad_faq_files_are_named(tmp_path: Path, faq: str, questions: str, match
     (tmp_path / "questions.jsonl").write_text(questions, encoding="utf-8")
     with pytest.raises(InvalidInput, match=match):
         load_questions(tmp_path)
+
+
+def test_a_question_scores_as_the_fitted_vectorizer_would(index: FaqIndex) -> None:
+    """The serving path scores without scikit-learn's `transform`: on every labelled
+    question (and text that shares no n-gram with the FAQ) it must agree with it."""
+    texts = [q.text for q in load_questions()] + ["", "zzzz qqqq", "Wo ist mein Paket?"]
+    for text in texts:
+        expected = (index.matrix_ @ index.vectorizer_.transform([text]).T).toarray().ravel()
+        np.testing.assert_allclose(index.similarities(text), expected, rtol=1e-12, atol=1e-12)
