@@ -86,6 +86,8 @@ _MAY_CLOSE_HELD = frozenset({"refund_issued", "refund_approved", "no_longer_refu
 """Outcomes after which other held refunds on the order may have been closed."""
 MAX_FLOW_TEXTS = 5
 """How many of the customer's messages an open flow keeps for the next one to build on."""
+RecordTurn = Callable[[str, Turn], None]
+"""Writes a message's turn on a case (`CaseBook.record`, or the caller's own commit)."""
 OPERATOR_PRINCIPAL = "operator@local"
 """Who acts when the caller has the database's own access (CLI, task runner): no key."""
 
@@ -189,10 +191,16 @@ class SupportDesk:
                          case=case, customer_account_id=account_id)
 
     def handle_message(self, text: str, case_id: str | None, customer: str | None,
-                       decision: Decision, *, facts: CaseFacts | None = None) -> MessageOutcome:
-        """Act on the router's decision; `facts` from `prepare` (checked again if absent)."""
+                       decision: Decision, *, facts: CaseFacts | None = None,
+                       record_turn: RecordTurn | None = None) -> MessageOutcome:
+        """Act on the router's decision; `facts` from `prepare` (checked again if absent).
+
+        The message's turn is written once, by `record_turn` (default: the case book, in
+        a transaction of its own), so a caller can commit it together with its own rows.
+        """
         if facts is None:
             facts = self.prepare(text, case_id=case_id, customer=customer)
+        record = record_turn or self.cases.record
         case = facts.case
         open_flow = case is not None and case.status == "awaiting_customer"
         context = dict(case.context) if (case is not None and open_flow) else {}
@@ -203,7 +211,7 @@ class SupportDesk:
                          context=context, has_held_refund=facts.case_has_held_refund)
         refused = claims_other_account(self.store, flow)
         if refused is not None and case is not None:
-            return self._refuse(case, text, decision, refused)
+            return self._refuse(case, text, decision, refused, record)
 
         route, result, code_answer = self._handle(decision.route, flow, case)
         status = result.status
@@ -218,7 +226,7 @@ class SupportDesk:
         next_context = {**result.context, "texts": texts} if keep else {}
         reply = compose(a.observation for a in result.actions)
         bound = case.customer_id if case else None
-        self.cases.record(facts.case_id, Turn(
+        record(facts.case_id, Turn(
             request_id=decision.request_id, customer_text=text,
             decision=decision.model_dump(mode="json"), actions=result.actions, reply=reply,
             status=status, flow=route if result.awaiting else None,
@@ -270,13 +278,13 @@ class SupportDesk:
                                     context=dict(flow.context)), True
 
     def _refuse(self, case: CaseRow, text: str, decision: Decision,
-                refused: Observation) -> MessageOutcome:
+                refused: Observation, record: RecordTurn) -> MessageOutcome:
         """Answer a message that claims another customer than the case's: the message and
         the refusal go into the history; the case's status, flow and context stay."""
         actions = [Action("identity.lookup", refused)]
         reply = compose([refused])
         status: CaseStatus = case.status  # type: ignore[assignment]
-        self.cases.record(case.id, Turn(
+        record(case.id, Turn(
             request_id=decision.request_id, customer_text=text,
             decision=decision.model_dump(mode="json"), actions=actions, reply=reply,
             status=status, flow=case.flow, customer_id=case.customer_id,

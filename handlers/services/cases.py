@@ -280,6 +280,10 @@ class CaseBook:
         with self._engine.begin() as conn:
             self._write(conn, case_id, turn)
 
+    def write_turn(self, conn: Connection, case_id: str, turn: Turn) -> None:
+        """`record` in the caller's transaction (to commit the turn with other rows)."""
+        self._write(conn, case_id, turn)
+
     def record_if_status(self, case_id: str, turn: Turn, *, status: str) -> bool:
         """Write `turn` only if the case is in `status` when the write happens; True if so.
 

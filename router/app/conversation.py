@@ -13,17 +13,21 @@ knows HTTP. The steps, and why they come in this order:
    act; the turn is written to the case in one transaction (a refund in the refund
    service's own transaction).
 4. **record** (`RouterService.record`): the decision-log row is written once, with the
-   handler's outcome in it, instead of a row and then an update. A handler that fails
-   still leaves its decision logged (without an outcome), and the case's turn holds a
-   copy of the decision in any case.
+   handler's outcome in it, and in the same transaction as the case's turn: handling
+   hands the turn to this step instead of writing it (`record_turn`), so the turn and
+   its decision commit together or not at all, through the log's group commit (one
+   transaction for the messages of concurrent requests). A handler that fails before
+   its turn is recorded still leaves its decision logged (without an outcome).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import cast
 
 from handlers.desk import MessageOutcome, SupportDesk
+from handlers.services.cases import Turn
 from router.contracts import DecisionRoute
 from router.routing.rules import RouteRequest
 from router.routing.service import RouterService, new_request_id
@@ -61,11 +65,19 @@ class Conversation:
             earlier_texts=facts.clarified_texts,
         )
         decision = self._router.decide(request, request_id=request_id or new_request_id())
+        recorded = False
+
+        def record_turn(case_id: str, turn: Turn) -> None:
+            nonlocal recorded
+            self._router.record(request, decision, outcome=turn.status,
+                                together_with=partial(self._desk.cases.write_turn,
+                                                      case_id=case_id, turn=turn))
+            recorded = True
+
         try:
-            outcome = self._desk.handle_message(message.text, facts.case_id,
-                                                message.customer, decision, facts=facts)
+            return self._desk.handle_message(message.text, facts.case_id, message.customer,
+                                             decision, facts=facts, record_turn=record_turn)
         except BaseException:
-            self._router.record(request, decision)
+            if not recorded:
+                self._router.record(request, decision)
             raise
-        self._router.record(request, decision, outcome=outcome.status)
-        return outcome

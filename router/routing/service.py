@@ -33,7 +33,7 @@ from router.routing.policy import decide
 from router.routing.rules import DEFAULT_RULES, RouteRequest, Rule, first_rule_hit
 from router.routing.scoring import score_request
 from router.routing.shadows import ShadowEnqueuer, sampled
-from router.storage.decision_log import DecisionLog
+from router.storage.decision_log import CompanionWrite, DecisionLog
 from router.telemetry.metrics import count_decision, time_model
 
 
@@ -206,11 +206,14 @@ class RouterService:
         return decision
 
     def record(self, request: RouteRequest, decision: Decision, *,
-               outcome: str | None = None) -> None:
-        """Log a decision made by `decide` (with the handler's outcome, when known), then
-        count it and hand it to the shadow variants; committed before this returns."""
+               outcome: str | None = None, together_with: CompanionWrite | None = None
+               ) -> None:
+        """Log a decision made by `decide` (with the handler's outcome, when known, and
+        `together_with`'s writes in the same transaction), then count it and hand it to
+        the shadow variants; committed before this returns."""
         self._log.append(decision, text=request.text, case_id=request.case_id,
-                         experiment=decision.experiment, outcome=outcome)
+                         experiment=decision.experiment, outcome=outcome,
+                         together_with=together_with)
         self._after_logged(request, decision)
 
     async def route_async(self, request: RouteRequest, *,

@@ -17,6 +17,11 @@ transaction has committed):
   batch to fill: a lone request is written at once, so an idle gateway pays nothing for
   the batching. In-memory SQLite (tests, offline tools) has no writer: each row is one
   transaction on the calling thread.
+
+`append(..., together_with=write)` commits other rows in the decision's transaction: the
+conversation use case writes the case's turn that way, so a message costs one
+transaction (shared with the concurrent messages of its batch) instead of one of its own
+for the turn and another for the decision.
 """
 
 from __future__ import annotations
@@ -28,13 +33,14 @@ import json
 import logging
 import queue
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
 from sqlalchemy import (
     Column,
+    Connection,
     DateTime,
     Engine,
     Float,
@@ -103,12 +109,19 @@ class _Pending:
     future: asyncio.Future[None]
 
 
+CompanionWrite = Callable[[Connection], None]
+"""Other rows that must commit with a decision's, written in its transaction (for the
+conversation: the case's turn, so a message's writes are one transaction, not two)."""
+
+
 @dataclass(frozen=True)
 class _ThreadPending:
-    """One queued row and the future a (non-event-loop) thread blocks on."""
+    """One queued row, what must commit with it, and the future a (non-event-loop)
+    thread blocks on."""
 
     row: Mapping[str, Any]
     future: concurrent.futures.Future[None]
+    together_with: CompanionWrite | None = None
 
 
 ShadowWrite = Literal["written", "already", "missing"]
@@ -156,10 +169,12 @@ class GroupCommitWriter:
         self._thread: threading.Thread | None = None
         self._ticks: dict[asyncio.AbstractEventLoop, list[_Pending]] = {}
 
-    def submit_blocking(self, row: Mapping[str, Any]) -> None:
-        """Queue a row from a thread that is not running an event loop; return once it is
-        committed (raise what its commit raised)."""
-        pending = _ThreadPending(row, concurrent.futures.Future())
+    def submit_blocking(self, row: Mapping[str, Any], *,
+                        together_with: CompanionWrite | None = None) -> None:
+        """Queue a row from a thread that is not running an event loop, with the writes
+        that must commit with it; return once they are committed (raise what their
+        commit raised)."""
+        pending = _ThreadPending(row, concurrent.futures.Future(), together_with)
         self._enqueue([pending])
         pending.future.result()
 
@@ -226,7 +241,7 @@ class GroupCommitWriter:
     def _commit(self, batch: list[_Pending | _ThreadPending]) -> None:
         outcomes: list[tuple[_Pending | _ThreadPending, BaseException | None]]
         try:
-            self._insert([p.row for p in batch])
+            self._insert(batch)
             outcomes = [(p, None) for p in batch]
         except Exception as exc:  # noqa: BLE001 - handed to the waiting requests
             if len(batch) == 1:
@@ -235,7 +250,7 @@ class GroupCommitWriter:
                 outcomes = []
                 for pending in batch:
                     try:
-                        self._insert([pending.row])
+                        self._insert([pending])
                         outcomes.append((pending, None))
                     except Exception as row_exc:  # noqa: BLE001
                         outcomes.append((pending, row_exc))
@@ -254,9 +269,25 @@ class GroupCommitWriter:
             except RuntimeError:  # that loop has closed: nobody is waiting any more
                 logger.debug("decision-log waiters' event loop is closed")
 
-    def _insert(self, rows: list[Mapping[str, Any]]) -> None:
+    def _insert(self, batch: Sequence[_Pending | _ThreadPending]) -> None:
         with self._engine.begin() as conn:
-            conn.execute(_INSERT, rows)
+            _write(conn, [p.row for p in batch],
+                   [p.together_with for p in batch if isinstance(p, _ThreadPending)])
+
+
+def _write(conn: Connection, rows: list[Mapping[str, Any]],
+           companions: Iterable[CompanionWrite | None]) -> None:
+    """Decision rows and their companions' writes, in the caller's transaction.
+
+    A companion that raises fails the whole batch, which is then retried row by row (as
+    for a bad row). On PostgreSQL two hosts' batches that touch the same two cases in
+    opposite orders can deadlock; the server aborts one, and its row-by-row retry
+    commits.
+    """
+    for companion in companions:
+        if companion is not None:
+            companion(conn)
+    conn.execute(_INSERT, rows)
 
 
 def _in_memory(engine: Engine) -> bool:
@@ -314,15 +345,17 @@ class DecisionLog:
         case_id: str | None = None,
         experiment: str | None = None,
         outcome: str | None = None,
+        together_with: CompanionWrite | None = None,
     ) -> None:
-        """Write one decision; return once it is committed (for threads, not the loop)."""
+        """Write one decision, and `together_with`'s rows in the same transaction; return
+        once it is committed (for threads, not the loop)."""
         row = self.row(decision, text=text, case_id=case_id, experiment=experiment,
                        outcome=outcome)
         if self._writer is not None:
-            self._writer.submit_blocking(row)
+            self._writer.submit_blocking(row, together_with=together_with)
             return
         with self._engine.begin() as conn:
-            conn.execute(_INSERT, row)
+            _write(conn, [row], [together_with])
 
     async def append_async(
         self,
