@@ -58,6 +58,13 @@ _WORD = re.compile(r"[^\W\d_]+")
 _CYRILLIC = re.compile(r"[а-яіїєґё]")
 _LATIN = re.compile(r"[a-z]")
 _CYRILLIC_LANGS = ("ru", "uk")
+_LATIN_LANGS = tuple(lang for lang in LANGUAGES if lang not in _CYRILLIC_LANGS)
+# word → the languages it is a sign of, so a message's words are looked up once each
+# rather than once per language.
+_LANGS_OF_WORD: dict[str, frozenset[str]] = {}
+for _lang, _words in _WORDS.items():
+    for _word in _words:
+        _LANGS_OF_WORD[_word] = _LANGS_OF_WORD.get(_word, frozenset()) | {_lang}
 
 
 def guess_language(text: str) -> str:
@@ -67,13 +74,13 @@ def guess_language(text: str) -> str:
     latin = len(_LATIN.findall(head))
     if cyrillic == 0 and latin == 0:
         return UNDETERMINED
-    candidates = _CYRILLIC_LANGS if cyrillic > latin else tuple(
-        lang for lang in LANGUAGES if lang not in _CYRILLIC_LANGS)
+    candidates = _CYRILLIC_LANGS if cyrillic > latin else _LATIN_LANGS
     votes: Counter[str] = Counter()
     for word in _WORD.findall(head):
-        for lang in candidates:
-            if word in _WORDS[lang]:
-                votes[lang] += 1
+        for lang in _LANGS_OF_WORD.get(word, ()):
+            votes[lang] += 1
+    for lang in [lang for lang in votes if lang not in candidates]:
+        del votes[lang]
     for lang in candidates:
         letters = _LETTERS.get(lang)
         if letters:
