@@ -232,7 +232,7 @@ class SupportDesk:
             status=status, flow=route if result.awaiting else None,
             customer_id=bound or facts.customer_account_id or result.account_id,
             customer_verified_by="channel" if facts.customer_account_id else None,
-            context=next_context,
+            context=next_context, opens_case=facts.is_new,
         ))
         self._tell_closed(a.observation.artifacts.get("order_id") for a in result.actions
                           if a.observation.code in _MAY_CLOSE_HELD)

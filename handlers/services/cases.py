@@ -161,6 +161,9 @@ class Turn:
     """Who wrote `reply`: `desk` (templates) or `agent` (a person from the human queue)."""
     customer_verified_by: str | None = None
     """`channel` when the calling system authenticated `customer_id` on this turn."""
+    opens_case: bool = False
+    """The turn's case has just been given its id (`SupportDesk.prepare`), so its row is
+    inserted without first looking for it."""
 
 
 def _bind_customer(customer_id: str, verified_by: str | None) -> dict[str, Any]:
@@ -333,7 +336,8 @@ class CaseBook:
         if turn.customer_text is not None and turn.status == "handed_off":
             # Only the queue reads it: other turns do not pay for the guess.
             values["lang"] = guess_language(turn.customer_text)
-        exists = conn.execute(_CASE_EXISTS, {"case_id": case_id}).first()
+        exists = None if turn.opens_case else conn.execute(
+            _CASE_EXISTS, {"case_id": case_id}).first()
         if exists is None:
             if expect_status is not None:
                 return False
