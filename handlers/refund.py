@@ -2,6 +2,9 @@
 
 Steps, each recorded as an action with its observation:
 
+0. a message that says the customer wants no refund ("I don't want a refund, just fix
+   the billing address", `declines_refund`) gets `refund_not_wanted`: nothing is done or
+   looked up;
 1. identify the customer (ask for the e-mail when unknown); an identity the customer
    only claimed is verified first (`IdentityGate.before_write`: a one-time code), and
    nothing about the account or its orders is said or done until it is;
@@ -9,11 +12,14 @@ Steps, each recorded as an action with its observation:
 3. exactly one order id (ask which order when none or several; on a case with a refund
    held for a supervisor and no order named, report that refund's state — closing it
    first when the order can no longer pay it);
-4. the amount, read from the newest message that states one or asks for the whole:
-   exactly one amount in dollars (or with no currency named). Ask when the text holds
+4. the amount, read from the customer's own words (`customer_words`: an amount in a
+   quoted or forwarded earlier message, a signature or a disclaimer is not asked for)
+   of the newest message that states one or asks for the whole: exactly one amount in
+   dollars (or with no currency named). Ask when the text holds
    anything amount-like that does not read as exactly one amount ("$1e5", "refund 20",
    "quince dólares"), several different amounts, or another currency. The full
-   remainder only when no message names an amount or the customer asks for the whole;
+   remainder when no message names an amount in the customer's own words (even when a
+   quote does: as if none were named) or the customer asks for the whole;
 5. `policy_checks.check_refund` (ownership, delivered, 30-day window, remainder);
 6. `RefundService.request`, retried through a lost response (the key makes it safe).
 """
@@ -25,7 +31,14 @@ from dataclasses import replace
 from datetime import date
 from typing import Any
 
-from handlers.extract import AmountReading, find_order_ids, read_amounts, strip_markup
+from handlers.extract import (
+    AmountReading,
+    customer_words,
+    declines_refund,
+    find_order_ids,
+    read_amounts,
+    strip_markup,
+)
 from handlers.flow import FlowInput, HandlerResult
 from handlers.identity import AWAITING_CODE, IdentityGate
 from handlers.observation import Observation, fail
@@ -55,9 +68,9 @@ def _distinct_orders(flow: FlowInput) -> list[str]:
 
 
 def _amount_reading(flow: FlowInput) -> AmountReading:
-    """What the newest message that says anything about the amount says about it."""
+    """What the newest message whose own words say anything about the amount says."""
     for text in flow.texts_newest_first():
-        reading = read_amounts(text)
+        reading = read_amounts(customer_words(text))
         if reading.amount_like or reading.asks_full:
             return reading
     return AmountReading()
@@ -73,6 +86,10 @@ class RefundHandler:
 
     def handle(self, flow: FlowInput) -> HandlerResult:
         actions: list[Action] = []
+        if declines_refund(customer_words(flow.text)):
+            return HandlerResult("resolved", [Action("refund.check", fail(
+                "refund_not_wanted", "the customer says they want no refund",
+                retry=False, stop=True, next_actions=["ask_customer"]))])
 
         def done(obs: Observation, *, status: str = "resolved", awaiting: bool = False,
                  account_id: str | None = None, name: str = "refund.check") -> HandlerResult:
@@ -168,7 +185,8 @@ class RefundHandler:
         result = retry_lost_responses(lambda: self._refunds.request(
             case_id=flow.case_id, order_id=order_id, account_id=account_id,
             amount_cents=amount_cents,
-            reason=" ".join(strip_markup(flow.text).split())[:_REASON_CHARS],
+            reason=" ".join(strip_markup(customer_words(flow.text) or flow.text).split()
+                            )[:_REASON_CHARS],
         ))
         if result.code == "refund_held":
             status = "awaiting_approval"

@@ -83,6 +83,10 @@ TEMPLATES: dict[str, str] = {
     "amount_unreadable": "I couldn't read {unreadable_list} as an amount. How much should I "
                          "refund for order {order_id}, in dollars (for example $15.50), or "
                          "should I refund the full amount? Nothing has been refunded yet.",
+    "refund_not_wanted": "You wrote that you don't want a refund, so nothing has been "
+                         "refunded. If you'd like something changed on your account, such "
+                         "as your billing or shipping address, please tell me what to "
+                         "change.",
     # refunds: refusals
     "order_not_found": "I couldn't find order {order_id}. Please check the order number. "
                        + _NOTHING_REFUNDED,
