@@ -17,9 +17,12 @@ Steps, each recorded as an action with its observation:
    of the newest message that states one or asks for the whole: exactly one amount in
    dollars (or with no currency named). Ask when the text holds
    anything amount-like that does not read as exactly one amount ("$1e5", "refund 20",
-   "quince dólares"), several different amounts, or another currency. The full
-   remainder when no message names an amount in the customer's own words (even when a
-   quote does: as if none were named) or the customer asks for the whole;
+   "quince dólares"), several different amounts, or another currency. Ask too when the
+   customer's own words name no amount but an earlier message below an unquoted forward
+   or reply header does (`unmarked_earlier_message`): the customer may have written
+   there, below it. The full remainder when no message names an amount in the
+   customer's own words (an amount only in `>`-quoted lines, a signature or a
+   disclaimer is as if none were named) or the customer asks for the whole;
 5. `policy_checks.check_refund` (ownership, delivered, 30-day window, remainder);
 6. `RefundService.request`, retried through a lost response (the key makes it safe).
 """
@@ -38,6 +41,7 @@ from handlers.extract import (
     find_order_ids,
     read_amounts,
     strip_markup,
+    unmarked_earlier_message,
 )
 from handlers.flow import FlowInput, HandlerResult
 from handlers.identity import AWAITING_CODE, IdentityGate
@@ -67,13 +71,17 @@ def _distinct_orders(flow: FlowInput) -> list[str]:
     return list(dict.fromkeys(o.upper() for o in flow.first_found(find_order_ids)))
 
 
-def _amount_reading(flow: FlowInput) -> AmountReading:
-    """What the newest message whose own words say anything about the amount says."""
+def _amount_reading(flow: FlowInput) -> tuple[AmountReading, list[str]]:
+    """What the newest message whose own words say anything about the amount says, or
+    else the amounts that message's unquoted earlier message names (to ask about)."""
     for text in flow.texts_newest_first():
         reading = read_amounts(customer_words(text))
         if reading.amount_like or reading.asks_full:
-            return reading
-    return AmountReading()
+            return reading, []
+        below = read_amounts(unmarked_earlier_message(text))
+        if below.amount_like:
+            return reading, [*(a.raw for a in below.amounts), *below.unreadable]
+    return AmountReading(), []
 
 
 class RefundHandler:
@@ -133,7 +141,12 @@ class RefundHandler:
                         status="awaiting_customer", awaiting=True, account_id=account.id)
         order_id = order_ids[0]
 
-        reading = _amount_reading(flow)
+        reading, mentioned = _amount_reading(flow)
+        if mentioned:
+            return done(_ask("amount_in_earlier_message", "no amount of the customer's own; "
+                             "the earlier message in it names some", order_id=order_id,
+                             mentioned=mentioned),
+                        status="awaiting_customer", awaiting=True, account_id=account.id)
         if reading.unreadable:
             return done(_ask("amount_unreadable", "amount-like text that is not one amount",
                              order_id=order_id, unreadable=reading.unreadable),

@@ -17,15 +17,17 @@ One module per concept; the public names are re-exported here, so importers use
 - `preferences`: `parse_preference_changes`, `PreferenceExtraction`;
 - `plain`: `markup_problem`, `address_field_problem`, `strip_markup`;
 - `declines`: `declines_refund`;
-- `customer_words` (`router.models.message_body`, the one reading of an e-mail's quoting
-  that the route models share).
+- `customer_words`, `unmarked_earlier_message` (`router.models.message_body`, the one
+  reading of an e-mail's quoting that the route models share).
 
 Which part of an e-mail each fact may come from: order ids and e-mail addresses from the
 whole message (an order id in a quoted earlier message still names the order); amounts,
 preference settings, addresses (and the country and language names in them) and a
 refusal of a refund only from `customer_words(text)` — without `>`-quoted lines,
 forwarded or earlier messages, disclaimers and the signature — so that our agent's
-quoted "€25.00 or €60.00" is never read as what the customer asks now.
+quoted "€25.00 or €60.00" is never read as what the customer asks now. Below an
+unquoted forward or reply header, where some customers write too,
+`unmarked_earlier_message` is what a handler may ask about, never act on.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from handlers.extract.ids import find_emails, find_order_ids
 from handlers.extract.names import country_code, language_code
 from handlers.extract.plain import address_field_problem, markup_problem, strip_markup
 from handlers.extract.preferences import PreferenceExtraction, parse_preference_changes
-from router.models.message_body import customer_words
+from router.models.message_body import customer_words, unmarked_earlier_message
 
 __all__ = [
     "ADDRESS_FIELDS",
@@ -65,4 +67,5 @@ __all__ = [
     "parse_preference_changes",
     "read_amounts",
     "strip_markup",
+    "unmarked_earlier_message",
 ]

@@ -29,6 +29,9 @@ Sent: …", an "On … wrote:" line), the paragraph a disclaimer starts, and the
 after a closing line ("Best regards", "Mit freundlichen Grüßen", "-- "; a "P.S." below
 it is kept; "Thanks," is no closing, it as often opens a request). It never falls back
 to the whole text: a message that is all quote has no words of the customer's own.
+What it drops below an unquoted header is the one part that may still hold the
+customer's words (some write below a forwarded message); `unmarked_earlier_message`
+returns it, so a handler can ask about what it finds there instead of ignoring it.
 
 The models score the first (`router.models.local.model.prepare_texts`, which the local
 and e5 models, evaluation and certification all go through); the handlers read order
@@ -107,8 +110,7 @@ def customer_words(text: str) -> str:
     signature; "" when all of it is quoted."""
     if "\n" not in text.strip() and not _QUOTED.match(text):
         return text.strip()
-    lines = _without_quoted_lines(text.splitlines()).splitlines()
-    lines = _above_earlier_message(lines)
+    lines, _ = _split_at_earlier_message(_without_quoted_lines(text.splitlines()).splitlines())
     lines = _without_signature(lines)
     kept = _without_disclaimer_paragraphs("\n".join(lines))
     return re.sub(r"\n{3,}", "\n\n", kept).strip()
@@ -145,11 +147,24 @@ def _first_line(text: str, pattern: re.Pattern[str]) -> int | None:
     return text.count("\n", 0, start)
 
 
-def _above_earlier_message(lines: list[str]) -> list[str]:
+def unmarked_earlier_message(text: str) -> str:
+    """`text` from the first forward or reply header that is not quoted with `>` down: an
+    earlier message, and perhaps words the customer wrote below it ("" when there is no
+    such header). What it says cannot be taken as the customer's, nor ruled out."""
+    if "\n" not in text.strip():
+        return ""
+    _, below = _split_at_earlier_message(
+        _without_quoted_lines(text.splitlines()).splitlines())
+    return "\n".join(below).strip()
+
+
+def _split_at_earlier_message(lines: list[str]) -> tuple[list[str], list[str]]:
+    """The lines above the first forward or reply header, and the lines from it down."""
     stripped = "\n".join(line.strip() for line in lines)
     cuts = [i for p in (_reply_header(), _EARLIER_MESSAGE)
             if (i := _first_line(stripped, p)) is not None]
-    return lines[:min(cuts)] if cuts else lines
+    at = min(cuts) if cuts else len(lines)
+    return lines[:at], lines[at:]
 
 
 def _is_closing(line: str) -> bool:

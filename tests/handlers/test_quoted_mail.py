@@ -2,9 +2,11 @@
 asked in their own words, never an amount, a setting or an address from the quote.
 
 The messages come from an authenticated mail sender (`customer`), so every request acts.
-When the customer's own words name no amount and only the quote does, the refund is
-what a request naming no amount gets: the order's remainder, under the shop's rules
-(`handlers.shop_rules.check_refund`), the same as before any quote was read.
+When the customer's own words name no amount and only `>`-quoted lines (or a signature,
+a disclaimer) do, the refund is what a request naming no amount gets: the order's
+remainder, under the shop's rules (`handlers.shop_rules.check_refund`). Below an unquoted
+forward or reply header the customer may have written too: an amount there is asked
+about.
 """
 
 from __future__ import annotations
@@ -60,13 +62,6 @@ def test_the_customers_amount_is_refunded_not_the_quotes(
 @pytest.mark.parametrize("text", [
     f"Yes please, just the one item.\n\n{ON_WROTE}\n"
     "> We can refund you $25.00 for order O-1001 or $30.00 for the whole order.",
-    "Can you sort this out? Order O-1001.\n\n---------- Forwarded message ---------\n"
-    "From: Shop Support <support@shop.example>\nDate: Mon, 9 Mar 2026 at 10:00\n"
-    "Subject: Your refund\nTo: Ana Novak <ana.novak@example.com>\n\n"
-    "We can refund $20.00 or $30.00 for your teapot.",
-    "Go ahead with the refund for order O-1001.\n\n-----Original Message-----\n"
-    "From: Shop Support\nSent: Monday, March 9, 2026 10:00 AM\nTo: Ana Novak\n"
-    "Subject: RE: order O-1001\n\nWe can refund you $20.00 for the chipped lid.",
     "Ja, bitte die Bestellung O-1001 erstatten.\n\n"
     "Am 09.03.2026 um 10:00 schrieb Kundenservice <service@shop.example>:\n"
     "> Wir können Ihnen 25,00 $ oder 30,00 $ erstatten.",
@@ -85,6 +80,35 @@ def test_an_amount_only_the_quote_or_the_signature_names_is_no_amount(
     out = _send(desk, text, ANA)
     assert out.status == "resolved"
     assert new_refunds(before, snapshot(engine)) == [("O-1001", 4800)]  # the remainder
+
+
+@pytest.mark.parametrize(("text", "mentioned"), [
+    ("Can you sort this out? Order O-1001.\n\n---------- Forwarded message ---------\n"
+     "From: Shop Support <support@shop.example>\nDate: Mon, 9 Mar 2026 at 10:00\n"
+     "Subject: Your refund\nTo: Ana Novak <ana.novak@example.com>\n\n"
+     "We can refund $20.00 or $30.00 for your teapot.", ["$20.00", "$30.00"]),
+    ("Go ahead with the refund for order O-1001.\n\n-----Original Message-----\n"
+     "From: Shop Support\nSent: Monday, March 9, 2026 10:00 AM\nTo: Ana Novak\n"
+     "Subject: RE: order O-1001\n\nWe can refund you $20.00 for the chipped lid.",
+     ["$20.00"]),
+    # Written below the forwarded message: it may be the customer's, so it is asked about.
+    ("Goedemiddag,\n\n---------- Doorgestuurd bericht ---------\n"
+     "Van: Klantenservice <klantenservice@shop.example>\nDatum: ma 9 mrt 2026 om 10:00\n"
+     "Onderwerp: Bestelling O-1001\n\nUw bestelling is geleverd.\n\n"
+     "De theepot was kapot. Graag 12,00 $ terug.\n\nGroet,\nAna Novak", ["12,00 $"]),
+])
+def test_an_amount_below_an_unquoted_forward_header_is_asked_about(
+        desk: SupportDesk, engine: Engine, text: str, mentioned: list[str]) -> None:
+    before = snapshot(engine)
+    out = _send(desk, text, ANA)
+    assert snapshot(engine) == before
+    assert out.status == "awaiting_customer"
+    assert out.actions[-1]["code"] == "amount_in_earlier_message"
+    assert out.actions[-1]["artifacts"]["mentioned"] == mentioned
+    assert "How much should I refund for order O-1001" in out.reply
+    answer = desk.handle_message("$12.00 please.", out.case_id, ANA, decision("refund"))
+    assert new_refunds(before, snapshot(engine)) == [("O-1001", 1200)]
+    assert answer.status == "resolved"
 
 
 def test_an_impossible_amount_in_the_quote_does_not_refuse_the_reply(

@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from router.models.message_body import customer_words, strip_email_quoting
+from router.models.message_body import (
+    customer_words,
+    strip_email_quoting,
+    unmarked_earlier_message,
+)
 
 ABOVE_THE_QUOTE = """Please delete my account and everything attached to it.
 
@@ -95,3 +99,18 @@ SIGNED = ("Please refund order O-1001.\n\nMit freundlichen Grüßen\nAna Novak\n
 def test_customer_words_drop_every_earlier_message_the_signature_and_disclaimers(
         text: str, words: str) -> None:
     assert customer_words(text) == words
+
+
+@pytest.mark.parametrize(("text", "starts"), [
+    (ORIGINAL_MESSAGE, "-----Original Message-----\nFrom: Tunde"),
+    (FORWARDED, "---------- Forwarded message ---------"),
+    (UNQUOTED_ATTRIBUTION, "El lun, 2 mar 2026"),
+    # `>`-quoted lines are certainly not the customer's: nothing is left in doubt.
+    (ABOVE_THE_QUOTE, ""),
+    (SIGNED, ""),
+    ("where is my parcel O-1001?", ""),
+])
+def test_the_unmarked_earlier_message_is_what_lies_below_its_header(text: str,
+                                                                    starts: str) -> None:
+    below = unmarked_earlier_message(text)
+    assert below.startswith(starts) and bool(below) is bool(starts)
