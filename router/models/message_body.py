@@ -87,9 +87,11 @@ def _parser() -> EmailReplyParser:
 
 
 @lru_cache(maxsize=1)
-def _reply_header() -> re.Pattern[str]:
-    """The parser's reply and forward headers (of the lines with their indent removed)."""
-    return EmailMessage(text="", languages=list(EMAIL_LANGUAGES)).HEADER_REGEX
+def _patterns() -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """The parser's reply and forward headers and its disclaimers (both read lines with
+    their indent removed)."""
+    message = EmailMessage(text="", languages=list(EMAIL_LANGUAGES))
+    return message.HEADER_REGEX, message.DISCLAIMERS_REGEX
 
 
 def strip_email_quoting(text: str) -> str:
@@ -107,13 +109,27 @@ def strip_email_quoting(text: str) -> str:
 def customer_words(text: str) -> str:
     """What the customer wrote in `text`: without `>`-quoted lines and their attribution,
     without an earlier message below a forward or reply header, disclaimers and the
-    signature; "" when all of it is quoted."""
+    signature; "" when all of it is quoted. Lines come back without their indent."""
+    return _split(text)[0]
+
+
+def unmarked_earlier_message(text: str) -> str:
+    """`text` from the first forward or reply header that is not quoted with `>` down: an
+    earlier message, and perhaps words the customer wrote below it ("" when there is no
+    such header). What it says cannot be taken as the customer's, nor ruled out."""
+    return _split(text)[1]
+
+
+# A handler reads one message several times (amounts, a refusal, the reason), and the
+# parser's header pattern is the costly part: each text is split once.
+@lru_cache(maxsize=32)
+def _split(text: str) -> tuple[str, str]:
     if "\n" not in text.strip() and not _QUOTED.match(text):
-        return text.strip()
-    lines, _ = _split_at_earlier_message(_without_quoted_lines(text.splitlines()).splitlines())
-    lines = _without_signature(lines)
-    kept = _without_disclaimer_paragraphs("\n".join(lines))
-    return re.sub(r"\n{3,}", "\n\n", kept).strip()
+        return text.strip(), ""
+    lines = [line.strip() for line in _without_quoted_lines(text.splitlines()).splitlines()]
+    above, below = _split_at_earlier_message(lines)
+    own = _without_disclaimer_paragraphs("\n".join(_without_signature(above)))
+    return re.sub(r"\n{3,}", "\n\n", own).strip(), "\n".join(below).strip()
 
 
 def _without_quoted_lines(lines: list[str]) -> str:
@@ -147,22 +163,11 @@ def _first_line(text: str, pattern: re.Pattern[str]) -> int | None:
     return text.count("\n", 0, start)
 
 
-def unmarked_earlier_message(text: str) -> str:
-    """`text` from the first forward or reply header that is not quoted with `>` down: an
-    earlier message, and perhaps words the customer wrote below it ("" when there is no
-    such header). What it says cannot be taken as the customer's, nor ruled out."""
-    if "\n" not in text.strip():
-        return ""
-    _, below = _split_at_earlier_message(
-        _without_quoted_lines(text.splitlines()).splitlines())
-    return "\n".join(below).strip()
-
-
 def _split_at_earlier_message(lines: list[str]) -> tuple[list[str], list[str]]:
     """The lines above the first forward or reply header, and the lines from it down."""
-    stripped = "\n".join(line.strip() for line in lines)
-    cuts = [i for p in (_reply_header(), _EARLIER_MESSAGE)
-            if (i := _first_line(stripped, p)) is not None]
+    joined = "\n".join(lines)
+    cuts = [i for p in (_patterns()[0], _EARLIER_MESSAGE)
+            if (i := _first_line(joined, p)) is not None]
     at = min(cuts) if cuts else len(lines)
     return lines[:at], lines[at:]
 
@@ -193,11 +198,8 @@ def _without_signature(lines: list[str]) -> list[str]:
 def _without_disclaimer_paragraphs(text: str) -> str:
     """`text` without each paragraph a disclaimer starts in: the parser's match ends at
     the first character it does not expect ("$", a digit group), the paragraph does not."""
-    for reply in _parser().read(text).replies:
-        for disclaimer in reply.disclaimers:
-            start = text.find(disclaimer) if disclaimer else -1
-            if start < 0:
-                continue
-            end = text.find("\n\n", start)
-            text = text[:start] + (text[end:] if end >= 0 else "")
+    while m := _patterns()[1].search(text):
+        start = m.start() + len(m.group(0)) - len(m.group(0).lstrip("\n\r.!? \t\u00a0"))
+        end = text.find("\n\n", start)
+        text = text[:start] + (text[end:] if end >= 0 else "")
     return text
