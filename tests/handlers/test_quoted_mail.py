@@ -56,7 +56,11 @@ def test_the_customers_amount_is_refunded_not_the_quotes(
     before = snapshot(engine)
     out = _send(desk, text, customer)
     assert out.status == "resolved"
-    assert new_refunds(before, snapshot(engine)) == [refund]
+    after = snapshot(engine)
+    assert new_refunds(before, after) == [refund]
+    reason = after["refunds"][-1]["reason"]  # the customer's words, not the quote's
+    assert reason and reason in " ".join(text.split()) and "60,00" not in reason
+    assert "60.00" not in reason
 
 
 @pytest.mark.parametrize("text", [
