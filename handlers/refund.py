@@ -12,17 +12,18 @@ Steps, each recorded as an action with its observation:
 3. exactly one order id (ask which order when none or several; on a case with a refund
    held for a supervisor and no order named, report that refund's state — closing it
    first when the order can no longer pay it);
-4. the amount, read from the customer's own words (`customer_words`: an amount in a
-   quoted or forwarded earlier message, a signature or a disclaimer is not asked for)
-   of the newest message that states one or asks for the whole: exactly one amount in
-   dollars (or with no currency named). Ask when the text holds
-   anything amount-like that does not read as exactly one amount ("$1e5", "refund 20",
-   "quince dólares"), several different amounts, or another currency. Ask too when the
-   customer's own words name no amount but an earlier message below an unquoted forward
-   or reply header does (`unmarked_earlier_message`): the customer may have written
-   there, below it. The full remainder when no message names an amount in the
-   customer's own words (an amount only in `>`-quoted lines, a signature or a
-   disclaimer is as if none were named) or the customer asks for the whole;
+4. the amount, read from the customer's own words (`customer_words`: not from `>`-quoted
+   lines, a forwarded or earlier message, a signature or a disclaimer) of the newest
+   message that states one or asks for the whole: exactly one amount in dollars (or with
+   no currency named). Ask when the text holds anything amount-like that does not read
+   as exactly one amount ("$1e5", "refund 20", "quince dólares"), several different
+   amounts, or another currency. Ask too when the customer's own words name no amount
+   but the earlier message below an unquoted forward or reply header does
+   (`unmarked_earlier_message`: the customer may have written there, below it), or the
+   message is all quote and the quote names one. The full remainder when no message
+   names an amount in the customer's own words (an amount only in `>`-quoted lines, a
+   signature or a disclaimer is as if none were named) or the customer asks for the
+   whole;
 5. `policy_checks.check_refund` (ownership, delivered, 30-day window, remainder);
 6. `RefundService.request`, retried through a lost response (the key makes it safe).
 """
@@ -75,10 +76,12 @@ def _amount_reading(flow: FlowInput) -> tuple[AmountReading, list[str]]:
     """What the newest message whose own words say anything about the amount says, or
     else the amounts that message's unquoted earlier message names (to ask about)."""
     for text in flow.texts_newest_first():
-        reading = read_amounts(customer_words(text))
+        own = customer_words(text)
+        reading = read_amounts(own)
         if reading.amount_like or reading.asks_full:
             return reading, []
-        below = read_amounts(unmarked_earlier_message(text))
+        # All quote: the customer may be sending their own earlier request again.
+        below = read_amounts(unmarked_earlier_message(text) if own else text)
         if below.amount_like:
             return reading, [*(a.raw for a in below.amounts), *below.unreadable]
     return AmountReading(), []

@@ -100,6 +100,8 @@ def test_an_amount_only_the_quote_or_the_signature_names_is_no_amount(
      "Van: Klantenservice <klantenservice@shop.example>\nDatum: ma 9 mrt 2026 om 10:00\n"
      "Onderwerp: Bestelling O-1001\n\nUw bestelling is geleverd.\n\n"
      "De theepot was kapot. Graag 12,00 $ terug.\n\nGroet,\nAna Novak", ["12,00 $"]),
+    # All quote: perhaps the customer's own earlier request, sent again.
+    ("> Please refund $20.00 for order O-1001, the lid is chipped.\n> Ana", ["$20.00"]),
 ])
 def test_an_amount_below_an_unquoted_forward_header_is_asked_about(
         desk: SupportDesk, engine: Engine, text: str, mentioned: list[str]) -> None:
