@@ -141,6 +141,19 @@ def test_a_message_refusing_a_refund_writes_none_when_routed_to_refunds(
     assert "nothing has been refunded" in out.reply
 
 
+def test_a_refusal_in_an_open_refund_flow_closes_it(desk: SupportDesk,
+                                                    engine: Engine) -> None:
+    before = snapshot(engine)
+    first = _send(desk, "My teapot arrived broken, please refund it.", ANA)
+    assert first.actions[-1]["code"] == "order_missing"
+    second = desk.handle_message("Actually I don't want a refund any more, I'll keep it.",
+                                 first.case_id, ANA, decision("refund"))
+    assert second.status == "resolved"
+    assert [a["code"] for a in second.actions] == ["refund_not_wanted"]
+    assert desk.prepare("It's order O-1001.", case_id=first.case_id).case_route is None
+    assert snapshot(engine) == before
+
+
 def test_a_quoted_setting_is_not_written_the_customers_is(desk: SupportDesk,
                                                          engine: Engine) -> None:
     before = snapshot(engine)
