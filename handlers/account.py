@@ -5,8 +5,10 @@ Steps, each recorded as an action with its observation:
 1. identify the customer (ask for the e-mail when unknown); an identity the customer
    only claimed is verified first (`IdentityGate.before_write`: a one-time code), and
    nothing about the account is said or changed until it is;
-2. find what the message asks: a new shipping/billing address ("address" alone means
-   shipping), preference changes, or both; nothing recognisable → ask what to change;
+2. find what the customer's own words ask (`customer_words`: a setting or an address in
+   a quoted or forwarded earlier message, a signature or a disclaimer is not asked
+   for): a new shipping/billing address ("address" alone means shipping), preference
+   changes, or both; nothing recognisable → ask what to change;
 3. suspended accounts get no writes of any kind;
 4. an address needs a street line, city, postal code and ISO country: if any is missing,
    ask for exactly those and change nothing; the partial address is kept on the case so
@@ -25,6 +27,7 @@ from typing import Any
 from handlers.extract import (
     AddressExtraction,
     address_field_problem,
+    customer_words,
     parse_address,
     parse_preference_changes,
 )
@@ -66,13 +69,15 @@ def find_address(flow: FlowInput) -> dict[str, Any] | None:
     """The new address the flow asks for, merged with a partial one kept on the case."""
     pending = flow.context.get("address")
     if not pending:
-        found = flow.first_found(lambda text: [a] if (a := parse_address(text)) else [])
+        found = flow.first_found(
+            lambda text: [a] if (a := parse_address(customer_words(text))) else [])
         return _as_dict(found[0]) if found else None
-    merged = _overlay(pending, parse_address(flow.text))
+    answer = customer_words(flow.text)
+    merged = _overlay(pending, parse_address(answer))
     if _missing(merged):
         # An answer like "Gdansk 80-002, Poland" may only parse next to its street line.
         known = ", ".join(str(merged[f]) for f in ADDRESS_FIELDS if merged.get(f))
-        merged = _overlay(merged, parse_address(f"{known}, {flow.text}"))
+        merged = _overlay(merged, parse_address(f"{known}, {answer}"))
     return merged
 
 
@@ -105,8 +110,8 @@ class AccountHandler:
         prefs = None
         if "preferences" not in done_parts:
             found = flow.first_found(
-                lambda t: [p] if (p := parse_preference_changes(t)).changes or p.unsupported
-                else [])
+                lambda t: [p] if (p := parse_preference_changes(customer_words(t))).changes
+                or p.unsupported else [])
             prefs = found[0] if found else None
         if address is None and prefs is None:
             ask = fail("account_request_unclear", "no address or preference change found",

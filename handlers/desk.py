@@ -5,7 +5,8 @@
 - `prepare(text, case_id=, customer=)` checks a message before anything is written
   (unknown case → `unknown_case` 404, unknown authenticated customer →
   `unknown_customer` 422, an authenticated customer other than the case's →
-  `customer_mismatch` 409, a negative, zero or absurd amount → `invalid_amount` 422)
+  `customer_mismatch` 409, a negative, zero or absurd amount in the customer's own words
+  → `invalid_amount` 422; one in a quoted earlier message is not theirs)
   and returns the case facts the router's code rules need (`case_route`,
   `case_has_held_refund`). A new case gets its id here, so the decision log has it.
 - `handle_message(text, case_id, customer, decision)` acts on the router's decision:
@@ -48,7 +49,7 @@ from typing import Any
 from sqlalchemy import Engine
 
 from handlers.account import AccountHandler
-from handlers.extract import InvalidAmount, parse_amounts
+from handlers.extract import InvalidAmount, customer_words, parse_amounts
 from handlers.fallback.handoffs import (
     DEFAULT_PAGE_SIZE,
     HandoffOutcome,
@@ -173,7 +174,7 @@ class SupportDesk:
                 raise Conflict(f"case {case.id!r} belongs to another customer than the "
                                "authenticated one; open a new case", code="customer_mismatch")
         try:
-            parse_amounts(text)
+            parse_amounts(customer_words(text))
         except InvalidAmount as exc:
             raise InvalidInput(f"the message states an invalid amount: {exc}",
                                code="invalid_amount") from exc

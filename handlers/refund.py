@@ -2,6 +2,9 @@
 
 Steps, each recorded as an action with its observation:
 
+0. a message that says the customer wants no refund ("I don't want a refund, just fix
+   the billing address", `declines_refund`) gets `refund_not_wanted`: nothing is done or
+   looked up;
 1. identify the customer (ask for the e-mail when unknown); an identity the customer
    only claimed is verified first (`IdentityGate.before_write`: a one-time code), and
    nothing about the account or its orders is said or done until it is;
@@ -9,11 +12,17 @@ Steps, each recorded as an action with its observation:
 3. exactly one order id (ask which order when none or several; on a case with a refund
    held for a supervisor and no order named, report that refund's state — closing it
    first when the order can no longer pay it);
-4. the amount, read from the newest message that states one or asks for the whole:
-   exactly one amount in dollars (or with no currency named). Ask when the text holds
-   anything amount-like that does not read as exactly one amount ("$1e5", "refund 20",
-   "quince dólares"), several different amounts, or another currency. The full
-   remainder only when no message names an amount or the customer asks for the whole;
+4. the amount, read from the customer's own words (`customer_words`: not from `>`-quoted
+   lines, a forwarded or earlier message, a signature or a disclaimer) of the newest
+   message that states one or asks for the whole: exactly one amount in dollars (or with
+   no currency named). Ask when the text holds anything amount-like that does not read
+   as exactly one amount ("$1e5", "refund 20", "quince dólares"), several different
+   amounts, or another currency. Ask too when the customer's own words name no amount
+   but what the message quotes or forwards does (`earlier_messages`,
+   `amount_in_earlier_message`: "Yes please" above our quoted offer of two amounts, "any
+   update?" above their own quoted request, words written below a forwarded message).
+   The full remainder when neither names an amount (one in a signature or a disclaimer
+   is none) or the customer asks for the whole;
 5. `policy_checks.check_refund` (ownership, delivered, 30-day window, remainder);
 6. `RefundService.request`, retried through a lost response (the key makes it safe).
 """
@@ -25,7 +34,16 @@ from dataclasses import replace
 from datetime import date
 from typing import Any
 
-from handlers.extract import AmountReading, find_order_ids, read_amounts, strip_markup
+from handlers.extract import (
+    AmountReading,
+    InvalidAmount,
+    customer_words,
+    declines_refund,
+    earlier_messages,
+    find_order_ids,
+    read_amounts,
+    strip_markup,
+)
 from handlers.flow import FlowInput, HandlerResult
 from handlers.identity import AWAITING_CODE, IdentityGate
 from handlers.observation import Observation, fail
@@ -54,13 +72,31 @@ def _distinct_orders(flow: FlowInput) -> list[str]:
     return list(dict.fromkeys(o.upper() for o in flow.first_found(find_order_ids)))
 
 
-def _amount_reading(flow: FlowInput) -> AmountReading:
-    """What the newest message that says anything about the amount says about it."""
+def _amount_reading(flow: FlowInput) -> tuple[AmountReading, list[str]]:
+    """What the newest message whose own words say anything about the amount says, or
+    else the amounts that message's unquoted earlier message names (to ask about)."""
     for text in flow.texts_newest_first():
-        reading = read_amounts(text)
+        own = customer_words(text)
+        reading = read_amounts(own)
         if reading.amount_like or reading.asks_full:
-            return reading
-    return AmountReading()
+            return reading, []
+        # Nothing in their own words, but an amount in what the message quotes or
+        # forwards: asked about, never taken, and never assumed away into the whole
+        # remainder ("Yes please" above our quoted offer of two amounts; "any update?"
+        # above their own quoted request). A signature's or disclaimer's is no amount.
+        elsewhere = _amounts_in(earlier_messages(text))
+        if elsewhere:
+            return reading, elsewhere
+    return AmountReading(), []
+
+
+def _amounts_in(text: str) -> list[str]:
+    """Everything amount-like in `text`, as written (an impossible one included)."""
+    try:
+        found = read_amounts(text)
+    except InvalidAmount as exc:
+        return [exc.raw]
+    return [*(a.raw for a in found.amounts), *found.unreadable]
 
 
 class RefundHandler:
@@ -73,6 +109,10 @@ class RefundHandler:
 
     def handle(self, flow: FlowInput) -> HandlerResult:
         actions: list[Action] = []
+        if declines_refund(customer_words(flow.text)):
+            return HandlerResult("resolved", [Action("refund.check", fail(
+                "refund_not_wanted", "the customer says they want no refund",
+                retry=False, stop=True, next_actions=["ask_customer"]))])
 
         def done(obs: Observation, *, status: str = "resolved", awaiting: bool = False,
                  account_id: str | None = None, name: str = "refund.check") -> HandlerResult:
@@ -116,7 +156,12 @@ class RefundHandler:
                         status="awaiting_customer", awaiting=True, account_id=account.id)
         order_id = order_ids[0]
 
-        reading = _amount_reading(flow)
+        reading, mentioned = _amount_reading(flow)
+        if mentioned:
+            return done(_ask("amount_in_earlier_message", "no amount of the customer's own; "
+                             "the earlier message in it names some", order_id=order_id,
+                             mentioned=mentioned),
+                        status="awaiting_customer", awaiting=True, account_id=account.id)
         if reading.unreadable:
             return done(_ask("amount_unreadable", "amount-like text that is not one amount",
                              order_id=order_id, unreadable=reading.unreadable),
@@ -168,7 +213,8 @@ class RefundHandler:
         result = retry_lost_responses(lambda: self._refunds.request(
             case_id=flow.case_id, order_id=order_id, account_id=account_id,
             amount_cents=amount_cents,
-            reason=" ".join(strip_markup(flow.text).split())[:_REASON_CHARS],
+            reason=" ".join(strip_markup(customer_words(flow.text) or flow.text).split()
+                            )[:_REASON_CHARS],
         ))
         if result.code == "refund_held":
             status = "awaiting_approval"

@@ -83,6 +83,14 @@ TEMPLATES: dict[str, str] = {
     "amount_unreadable": "I couldn't read {unreadable_list} as an amount. How much should I "
                          "refund for order {order_id}, in dollars (for example $15.50), or "
                          "should I refund the full amount? Nothing has been refunded yet.",
+    "refund_not_wanted": "You wrote that you don't want a refund, so nothing has been "
+                         "refunded. If you'd like something changed on your account, such "
+                         "as your billing or shipping address, please tell me what to "
+                         "change.",
+    "amount_in_earlier_message": "The earlier e-mail in your message mentions "
+                                 "{mentioned_list}. How much should I refund for order "
+                                 "{order_id}, in dollars (for example $15.50), or should I "
+                                 "refund the full amount? Nothing has been refunded yet.",
     # refunds: refusals
     "order_not_found": "I couldn't find order {order_id}. Please check the order number. "
                        + _NOTHING_REFUNDED,
@@ -222,6 +230,8 @@ def _fields(artifacts: Mapping[str, Any]) -> _Fields:
         fields["order_list"] = _join(artifacts["order_ids"])
     if "unreadable" in artifacts:
         fields["unreadable_list"] = _join(f'"{u}"' for u in artifacts["unreadable"])
+    if "mentioned" in artifacts:
+        fields["mentioned_list"] = _join(f'"{u}"' for u in artifacts["mentioned"])
     if "fields" in artifacts:
         fields["field_list"] = _join(artifacts["fields"])
     if "amounts_cents" in artifacts:

@@ -15,7 +15,18 @@ One module per concept; the public names are re-exported here, so importers use
 - `names`: `country_code`, `language_code`;
 - `addresses`: `parse_address`, `AddressExtraction`, `ADDRESS_FIELDS`;
 - `preferences`: `parse_preference_changes`, `PreferenceExtraction`;
-- `plain`: `markup_problem`, `address_field_problem`, `strip_markup`.
+- `plain`: `markup_problem`, `address_field_problem`, `strip_markup`;
+- `declines`: `declines_refund`;
+- `customer_words`, `earlier_messages` (`router.models.message_body`, the one reading of
+  an e-mail's quoting that the route models share).
+
+Which part of an e-mail each fact may come from: order ids and e-mail addresses from the
+whole message (an order id in a quoted earlier message still names the order); amounts,
+preference settings, addresses (and the country and language names in them) and a
+refusal of a refund only from `customer_words(text)` — without `>`-quoted lines,
+forwarded or earlier messages, disclaimers and the signature — so that our agent's
+quoted "€25.00 or €60.00" is never read as what the customer asks now. What a message
+quotes or forwards (`earlier_messages`) is for a handler to ask about, never to act on.
 """
 
 from __future__ import annotations
@@ -28,10 +39,12 @@ from handlers.extract.amounts import (
     parse_amounts,
     read_amounts,
 )
+from handlers.extract.declines import declines_refund
 from handlers.extract.ids import find_emails, find_order_ids
 from handlers.extract.names import country_code, language_code
 from handlers.extract.plain import address_field_problem, markup_problem, strip_markup
 from handlers.extract.preferences import PreferenceExtraction, parse_preference_changes
+from router.models.message_body import customer_words, earlier_messages
 
 __all__ = [
     "ADDRESS_FIELDS",
@@ -42,6 +55,9 @@ __all__ = [
     "PreferenceExtraction",
     "address_field_problem",
     "country_code",
+    "customer_words",
+    "earlier_messages",
+    "declines_refund",
     "find_emails",
     "find_order_ids",
     "language_code",

@@ -431,6 +431,34 @@ FULL_REFUND = (
     r"|полностью|всю\s+сумму|\bcał(?:ość|kowity|ą\s+kwotę)\b|\bvolledig\w*\b"
     r"|\bhela\s+beloppet\b|\btamamını\b|\btam\s+iade\b|повністю|всю\s+суму|повну\s+суму")
 
+# The customer says they want no refund ("I don't want a refund, just fix the address"):
+# a wish verb that is negated, or "instead of a refund". A refund not yet received ("no
+# refund has arrived", "keine Erstattung erhalten") is no refusal, so "no refund" alone
+# is not one either.
+REFUND_DECLINED = (
+    r"\b(?:do\s+not|don['’]?t|does\s+not|doesn['’]?t|will\s+not|won['’]?t|never|no\s+longer)"
+    r"\s+(?:really\s+)?(?:want|need|wish\s+for|require|expect|ask\s+for|request)"
+    r"\s+(?:a\s+|any\s+|the\s+|my\s+|your\s+)?(?:refund|reimbursement|money\s+back)\b"
+    r"|\bnot\s+(?:asking|looking)\s+for\s+(?:a\s+|any\s+)?(?:refund|reimbursement|money)\b"
+    r"|\b(?:instead\s+of|rather\s+than)\s+(?:a\s+)?(?:refund|reimbursement)\b"
+    r"|\b(?:möchte|will|wünsche|brauche|benötige)\s+(?:ich\s+)?(?:\w+\s+)?kein(?:e|en)?"
+    r"\s+(?:rück)?(?:erstattung|geld\s+zurück|gutschrift)"
+    r"|\b(?:an)?statt\s+(?:einer\s+)?(?:rück)?erstattung"
+    r"|\bne\s+(?:veux|voulons|souhaite|souhaitons|désire|demande)\s+pas\s+(?:de\s+|d['’]\s*|un\s+|le\s+)?"
+    r"(?:être\s+)?rembours|\bpas\s+besoin\s+d['’e]\s*(?:un\s+)?rembours"
+    r"|\bau\s+lieu\s+d['’e]\s*(?:un\s+|être\s+)?rembours"
+    r"|\bno\s+(?:quiero|queremos|deseo|necesito|pido|busco)\s+(?:un\s+|el\s+|ningún\s+|ningun\s+)?"
+    r"(?:reembolso|que\s+me\s+reembolsen)|\ben\s+(?:lugar|vez)\s+de\s+(?:un\s+)?reembolso"
+    r"|\bnon\s+(?:voglio|vogliamo|desidero|chiedo|ho\s+bisogno\s+di)\s+(?:un\s+|il\s+|alcun\s+)?"
+    r"rimbors|\binvece\s+(?:di\s+|del\s+)(?:un\s+)?rimbors"
+    r"|\b(?:wil|willen|hoef|wens)\s+(?:ik\s+|we\s+)?geen\s+(?:terugbetaling|restitutie|geld\s+terug)"
+    r"|\bin\s+plaats\s+van\s+(?:een\s+)?(?:terugbetaling|restitutie)"
+    r"|\bnie\s+(?:chcę|chce|chcemy|potrzebuję|potrzebuje|oczekuję)\s+(?:\w+\s+)?zwrot"
+    r"|\bzamiast\s+zwrotu"
+    r"|\bnão\s+(?:quero|queremos|preciso\s+de|desejo)\s+(?:um\s+|o\s+)?reembolso"
+    r"|\bem\s+vez\s+de\s+(?:um\s+)?reembolso"
+    r"|\bvill\s+inte\s+ha\s+(?:någon\s+)?återbetalning|\b(?:vill|behöver)\s+ingen\s+återbetalning")
+
 # --- preferences ----------------------------------------------------------------------
 # (setting, inverted, regex): "inverted" topics ask for the opposite of the setting
 # (wanting paper invoices means paperless_billing off).

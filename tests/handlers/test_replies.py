@@ -58,7 +58,7 @@ SAMPLE = {
     "changes": {"language": "es"}, "unchanged": {"sms_notifications": "on"},
     "unsupported": ["dark mode"], "answer": "Returns are free.", "placed_on": "2026-01-01",
     "text": "Returns are free.", "ttl_minutes": 10, "attempts_left": 4,
-    "unreadable": ["$1e5"], "fields": ["street and house number"],
+    "unreadable": ["$1e5"], "fields": ["street and house number"], "mentioned": ["$20.00"],
 }
 
 

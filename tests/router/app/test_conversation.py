@@ -1,5 +1,12 @@
-"""The conversation use case on real services: a message's case turn and its decision-log
-row commit in one transaction, or neither does."""
+"""The conversation use case (`Conversation.reply`) on the real services
+(`build_services`: the trained model and its policy, the desk), on SQLite and PostgreSQL.
+
+- A message's case turn and its decision-log row commit in one transaction, or neither
+  does.
+- On e-mail replies that quote our agent, what is written is read from the store: the
+  refund the customer asked for in their own words, not one the quote offers; no refund
+  at all for a message saying it wants none, whatever the route.
+"""
 
 from __future__ import annotations
 
@@ -10,13 +17,19 @@ from sqlalchemy import event, select
 from sqlalchemy.exc import IntegrityError
 
 from handlers.services.cases import case_messages, cases
+from handlers.services.store import snapshot
 from router.app.bootstrap import build_services
 from router.app.conversation import IncomingMessage
 from router.app.services import Services
+from router.contracts import DecisionRoute
 from router.settings import Settings
 from router.storage.decision_log import decisions
+from tests.handlers.helpers import new_refunds
 from tests.messages import ANA, TEAPOT
 from tests.tables import row_counts
+
+ON_WROTE = "On Mon, 9 Mar 2026 at 10:00, Shop Support <support@shop.example> wrote:"
+OFFER = "> We can refund you $25.00 for order O-1002 or $60.00 for the knife block."
 
 
 @pytest.fixture
@@ -65,3 +78,38 @@ def test_a_decision_that_cannot_be_logged_leaves_no_turn(services: Services) -> 
     assert row_counts(services.engine) == before
     with services.engine.connect() as conn:
         assert len(conn.execute(select(cases.c.id)).all()) == 1
+
+
+@pytest.mark.parametrize("kind", ["refund", None])  # by the form's rule, by the model
+def test_the_refund_written_is_the_customers_amount_not_the_quotes(
+        services: Services, kind: DecisionRoute | None) -> None:
+    before = snapshot(services.engine)
+    out = services.conversation.reply(IncomingMessage(
+        text=f"Please refund $15.00, only the bread knife is missing.\n\n{ON_WROTE}\n{OFFER}",
+        customer=ANA, kind=kind))
+    assert (out.route, out.status) == ("refund", "resolved")
+    assert new_refunds(before, snapshot(services.engine)) == [("O-1002", 1500)]
+    assert "I've refunded $15.00 for order O-1002" in out.reply
+
+
+def test_yes_to_a_quoted_offer_asks_which_amount(services: Services) -> None:
+    """With no amount of their own, the quote's amounts are asked about: neither is
+    guessed, and the order's whole remainder is not refunded."""
+    before = snapshot(services.engine)
+    out = services.conversation.reply(IncomingMessage(
+        text=f"Yes, please go ahead with the refund.\n\n{ON_WROTE}\n{OFFER}",
+        customer=ANA, kind="refund"))
+    assert out.status == "awaiting_customer"
+    assert snapshot(services.engine)["refunds"] == before["refunds"]
+    assert "$25.00" in out.reply and "$60.00" in out.reply
+
+
+@pytest.mark.parametrize("kind", ["refund", None])
+def test_a_message_that_wants_no_refund_gets_none(services: Services,
+                                                  kind: DecisionRoute | None) -> None:
+    before = snapshot(services.engine)
+    out = services.conversation.reply(IncomingMessage(
+        text="I do not want a refund for order O-1001, just fix the billing address.",
+        customer=ANA, kind=kind))
+    assert snapshot(services.engine)["refunds"] == before["refunds"]
+    assert "refunded" not in out.reply.replace("nothing has been refunded", "")

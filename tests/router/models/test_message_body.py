@@ -1,10 +1,15 @@
-"""What the route models score of an e-mail: the customer's words, not the quoting."""
+"""What of an e-mail is the customer's: what the route models score (`strip_email_quoting`)
+and the stricter words the handlers read amounts, settings and addresses from
+(`customer_words`)."""
 
 from __future__ import annotations
 
 import pytest
 
-from router.models.message_body import strip_email_quoting
+from router.models.message_body import (
+    customer_words,
+    strip_email_quoting,
+)
 
 ABOVE_THE_QUOTE = """Please delete my account and everything attached to it.
 
@@ -62,3 +67,34 @@ def test_quoted_lines_their_attribution_and_disclaimers_are_set_aside(
 ])
 def test_a_message_without_quoting_is_scored_whole(text: str) -> None:
     assert strip_email_quoting(text) == text
+
+
+ORIGINAL_MESSAGE = ("Hi,\n\n-----Original Message-----\nFrom: Tunde\nSent: Monday\n"
+                    "Subject: order O-9057\n\nHi, I ordered a fan for $40.00.")
+FORWARDED = ("Please look at this.\n\n---------- Forwarded message ---------\n"
+             "From: Shop <support@shop.example>\nDate: Mon, 2 Mar 2026\n"
+             "Subject: Your refund\n\nWe can refund $20.00.")
+APPLE_FORWARD = ("See below.\n\nBegin forwarded message:\n\nWe can refund $20.00 for the lid.")
+UNQUOTED_ATTRIBUTION = ("Sí, adelante.\n\nEl lun, 2 mar 2026 a las 10:00, Tienda "
+                        "<soporte@shop.example> escribió:\nPodemos reembolsar 20,00 $.")
+SIGNED = ("Please refund order O-1001.\n\nMit freundlichen Grüßen\nAna Novak\n"
+          "Novak GmbH, Stammkapital 25.000 EUR\n\nPS: it is the teapot")
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    (ABOVE_THE_QUOTE, "Please delete my account and everything attached to it."),
+    (BELOW_THE_QUOTE, "Madame, Monsieur,\n\nNous sommes le 8 mars et je n'ai rien reçu. "
+                      "Où en est le remboursement de 129,00 € ?"),
+    (DISCLAIMER, "Please refund the duplicate charge of $1,250.00 on order O-8152."),
+    (ORIGINAL_MESSAGE, "Hi,"),
+    (FORWARDED, "Please look at this."),
+    (APPLE_FORWARD, "See below."),
+    (UNQUOTED_ATTRIBUTION, "Sí, adelante."),
+    (SIGNED, "Please refund order O-1001.\n\nPS: it is the teapot"),
+    # All quote: nothing is the customer's (the models still score it whole).
+    ("> refund my order O-1001\n> thanks", ""),
+    ("where is my parcel O-1001?", "where is my parcel O-1001?"),
+])
+def test_customer_words_drop_every_earlier_message_the_signature_and_disclaimers(
+        text: str, words: str) -> None:
+    assert customer_words(text) == words
