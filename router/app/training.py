@@ -161,6 +161,7 @@ def train_local(
     labels = [r.label for r in threshold_rows]
     tags = [r.tags for r in threshold_rows]
     marks = [steering_marks(r) for r in threshold_rows]
+    e5_model: E5RouteModel | None = None
     if backend == "e5":
         from router.models.e5.embeddings import E5Embedder
         from router.models.e5.model import E5RouteModel
@@ -182,7 +183,8 @@ def train_local(
         )
         artifact["steering"] = detector
         sha = save_artifact(artifact, model_path)
-        model: LocalRouteModel | E5RouteModel = E5RouteModel(artifact, sha, embedder)
+        e5_model = E5RouteModel(artifact, sha, embedder)
+        model: LocalRouteModel | E5RouteModel = e5_model
     else:
         starting(1)
         artifact, probabilities = train_artifact(
@@ -224,7 +226,8 @@ def train_local(
     )
     policy = with_reference(policy, scores, texts,
                             source=f"out-of-fold decisions on {len(threshold_rows)} train and "
-                                   "calibration rows")
+                                   "calibration rows",
+                            e5=e5_model)
     save_policy(policy, policy_path)
     starting(len(stages))
     return TrainResult(model_path, policy_path, sha, policy)

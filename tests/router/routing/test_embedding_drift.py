@@ -67,8 +67,13 @@ def test_the_summary_keeps_k_unit_directions_and_decile_bins() -> None:
     for counts in summary.counts:
         assert len(counts) == EMBEDDING_BINS and sum(counts) == 2000
         assert max(counts) - min(counts) <= 2  # deciles of the reference itself
+    stored = json.loads(summary.model_dump_json())
+    assert all(isinstance(d, str) for d in stored["directions"])  # float16, base64
     again = EmbeddingSummary.model_validate_json(summary.model_dump_json())
     assert again == summary
+    with pytest.raises(ValidationError, match="float16"):
+        EmbeddingSummary.model_validate({**summary.model_dump(),
+                                         "directions": (matrix + 1e-6).tolist()})
     with pytest.raises(ValidationError, match="sum to n"):
         EmbeddingSummary.model_validate({**summary.model_dump(), "n": 1999})
 
