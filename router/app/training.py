@@ -163,13 +163,14 @@ def train_local(
     marks = [steering_marks(r) for r in threshold_rows]
     e5_model: E5RouteModel | None = None
     if backend == "e5":
-        from router.models.e5.embeddings import E5Embedder
+        from router.models.e5.embeddings import RememberingEmbedder
         from router.models.e5.model import E5RouteModel
         from router.models.e5.train import train_e5_artifact
         from router.models.local.model import prepare_cuts
         from router.models.local.train_steering import fit_steering_detector
 
-        embedder = E5Embedder(threads=1)
+        # The drift reference embeds the same rows again: remembered, not recomputed.
+        embedder = RememberingEmbedder(threads=1)
         starting(1)
         detector, cuts = fit_steering_detector(texts, marks, extra_segments=extra_segments)
         starting(2)
