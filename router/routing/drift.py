@@ -167,9 +167,9 @@ class DriftReport:
     features: list[FeatureDrift] = field(default_factory=list)
     message: str = ""
     absent: dict[str, Verdict] = field(default_factory=dict)
-    """Features left out of a report that has a verdict, and why: the embedding features
-    of a policy without an embedding summary (`no_reference`) or of a window with fewer
-    than `MIN_RECENT` e5-scored decisions (`not_enough_traffic`)."""
+    """Features left out of a report that has a verdict, and why: `embedding` when the
+    window holds fewer than `MIN_RECENT` e5-scored decisions (`not_enough_traffic`). A
+    policy without an embedding summary has no embedding features and nothing here."""
 
     @property
     def fires(self) -> bool:

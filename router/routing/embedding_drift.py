@@ -1,10 +1,11 @@
 """Drift in e5 embedding space: pure functions over embeddings and their projections.
 
 The drift features of `router.routing.drift` read a message's form (length, language)
-and the model's answer; a new topic in the same language and length passes them all.
-The embedding summary sees it: the top principal directions of the certification rows'
-e5 embeddings (`summarise_embeddings`), and each direction's projections counted in
-bins at the reference's deciles. Serving projects each e5-scored message on those
+and the model's answer; a change of content that keeps the form, and leaves the model's
+answers about as they were, passes them. The embedding summary reads the content: the
+top principal directions of the certification rows' e5 embeddings
+(`summarise_embeddings`), and each direction's projections counted in bins at the
+reference's deciles. Serving projects each e5-scored message on those
 directions (`project`: a k x dim dot product on the embedding the model computed to
 score it) and logs the k numbers; a window of them is counted in the same bins
 (`window_summary`) and compared direction by direction with PSI and the chi-squared
@@ -14,7 +15,8 @@ Why principal directions rather than, say, the mean embedding's distance: they a
 the certification rows differ most from one another (topic, register, language), so a
 shift along them is what moves the model's inputs; each is a one-dimensional
 distribution, binned and tested like every other feature; and k x dim numbers keep the
-policy file small (k = 6, dim 384: about 6 KB of JSON, float16 in base64).
+policy file small (k = 6, dim 384: about 8 KB of JSON with the bins and counts, the
+directions float16 in base64).
 """
 
 from __future__ import annotations

@@ -125,6 +125,7 @@ def test_decide_projects_an_e5_embedding_on_the_policy_summary_only() -> None:
     reference, _ = with_embedding(rows, rows[:10])
     policy = Policy(version="e5-v1", model={"backend": "e5", "name": "e5-x"},
                     threshold=0.5, reference=reference)
+    assert Policy.model_validate_json(policy.model_dump_json()) == policy
     probabilities = {"refund": 0.7, "account": 0.1, "other": 0.1, "unclear": 0.1}
     embedded = RouteScores.from_probabilities("e5-x", probabilities,
                                               embedding=tuple(rows[0].tolist()))
