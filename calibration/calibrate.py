@@ -26,7 +26,7 @@ from calibration.certify import (
     rows_needed,
     walk_start_count,
 )
-from calibration.drift import with_reference
+from calibration.drift import EmbeddingModel, with_reference
 from calibration.intervals import bootstrap_calibration, bootstrap_routing
 from calibration.metrics import (
     calibration_summary,
@@ -111,6 +111,7 @@ def calibrate(
     excluded: np.ndarray | None = None,
     labels_sha: str | None = None,
     texts: Sequence[str] | None = None,
+    e5: EmbeddingModel | None = None,
 ) -> CalibrationResult:
     """Fit the calibrator, certify the threshold(s) and measure on the test part.
 
@@ -131,6 +132,9 @@ def calibrate(
     texts : sequence of str, shape (n,), optional
         The rows' texts: when given, the policy carries the drift reference of its
         certify rows (their length and language guess; `calibration.drift`).
+    e5 : E5RouteModel, optional
+        The e5 model the predictions came from: with `texts`, the reference also holds
+        the embedding summary of the certify rows (it embeds them).
 
     Returns
     -------
@@ -156,7 +160,8 @@ def calibrate(
         certify = parts.certify.tolist()
         policy = with_reference(
             policy, RouteScores.from_probability_rows(model.name, probabilities[certify]),
-            [texts[i] for i in certify], source=f"decisions on {len(certify)} certify rows")
+            [texts[i] for i in certify], source=f"decisions on {len(certify)} certify rows",
+            e5=e5)
     return CalibrationResult(policy, parts, certifications, before, after)
 
 

@@ -6,6 +6,7 @@ artifacts are written with them, so rename nothing once other code depends on it
 
 from __future__ import annotations
 
+import base64
 import math
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -16,8 +17,10 @@ import numpy as np
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
+    PlainSerializer,
     TypeAdapter,
     ValidationError,
     ValidationInfo,
@@ -63,6 +66,10 @@ class RouteScores(BaseModel):
     probabilities: dict[Route, float]
     choice: Route
     confidence: float = Field(ge=0.0, le=1.0)
+    embedding: tuple[float, ...] | None = Field(default=None, exclude=True, repr=False)
+    """The message's e5 embedding when an e5 model scored it (None otherwise): what the
+    drift monitor projects (`Decision.projections`). Never serialised: the API, the
+    prediction files and the decision log carry no embedding."""
 
     @model_validator(mode="after")
     def _check_distribution(self) -> RouteScores:
@@ -74,7 +81,8 @@ class RouteScores(BaseModel):
         return self
 
     @classmethod
-    def from_probabilities(cls, model: str, probabilities: Mapping[str, float]) -> RouteScores:
+    def from_probabilities(cls, model: str, probabilities: Mapping[str, float], *,
+                           embedding: tuple[float, ...] | None = None) -> RouteScores:
         """Build scores from a distribution, deriving the choice and its confidence."""
         total = sum(probabilities[r] for r in ROUTES)
         probs: dict[Route, float] = {r: float(probabilities[r]) / total for r in ROUTES}
@@ -85,14 +93,19 @@ class RouteScores(BaseModel):
             probabilities=probs,
             choice=choice,
             confidence=choice_confidence(probs[choice], len(ROUTES)),
+            embedding=embedding,
         )
 
     @classmethod
-    def from_probability_rows(cls, model: str, rows: np.ndarray) -> list[RouteScores]:
+    def from_probability_rows(cls, model: str, rows: np.ndarray,
+                              embeddings: np.ndarray | None = None) -> list[RouteScores]:
         """`from_probabilities` of each row of an (n, len(ROUTES)) matrix, columns in
         `ROUTES` order: the same numbers, with the arithmetic done once for the batch
-        (row by row, building scores would be a large share of a batch's time)."""
+        (row by row, building scores would be a large share of a batch's time).
+        `embeddings` (n, dim), when given, become each row's `embedding`."""
         rows = np.asarray(rows, dtype=float)
+        vectors = ([None] * len(rows) if embeddings is None
+                   else [tuple(e) for e in np.asarray(embeddings, dtype=float).tolist()])
         normalised = rows / rows.sum(axis=1, keepdims=True)
         best = normalised.argmax(axis=1)  # the first maximum, as `max` takes
         confidence = choice_confidence_rows(normalised[np.arange(len(rows)), best], len(ROUTES))
@@ -103,9 +116,11 @@ class RouteScores(BaseModel):
                     probabilities=dict(zip(ROUTES, row, strict=True)),
                     choice=ROUTES[choice],
                     confidence=conf,
+                    embedding=vector,
                 )
-                for row, choice, conf in zip(
-                    normalised.tolist(), best.tolist(), confidence.tolist(), strict=True
+                for row, choice, conf, vector in zip(
+                    normalised.tolist(), best.tolist(), confidence.tolist(), vectors,
+                    strict=True,
                 )
             ]
 
@@ -128,6 +143,10 @@ class Decision(BaseModel):
     reason: DecisionReason
     model: str
     created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    projections: list[float] | None = Field(default=None, exclude=True)
+    """The message's e5 embedding projected on the policy's reference directions
+    (`EmbeddingSummary`), for the drift monitor; None when no e5 model scored it or the
+    policy has no embedding summary. Logged, never returned by the API."""
 
 
 POLICY_VERSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
@@ -260,6 +279,74 @@ LENGTH_EDGES: tuple[int, ...] = (0, 16, 32, 64, 128, 256, 512, 1024, 2048)
 """Fixed, log-spaced lower edges (characters) of the text-length bins; the last is open."""
 
 
+EMBEDDING_COMPONENTS = 6
+"""Principal directions an embedding summary keeps (fewer when there are fewer rows)."""
+DIRECTION_DTYPE = "<f2"
+"""A direction's entries are float16 values, stored in JSON as the base64 of their
+little-endian bytes: 384 entries are 1 KB of text instead of about 6 KB as decimals,
+and float16 keeps about 3 significant digits, far finer than any projection bin."""
+
+
+def _encode_directions(directions: list[list[float]]) -> list[str]:
+    return [base64.b64encode(np.asarray(d, dtype=DIRECTION_DTYPE).tobytes()).decode("ascii")
+            for d in directions]
+
+
+def _decode_directions(value: Any) -> Any:
+    """A file's base64 rows as lists of floats; lists (built in Python) pass as they are."""
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return [np.frombuffer(base64.b64decode(v, validate=True), dtype=DIRECTION_DTYPE)
+                .astype(float).tolist() for v in value]
+    return value
+
+
+Directions = Annotated[list[list[float]], BeforeValidator(_decode_directions),
+                       PlainSerializer(_encode_directions, when_used="json")]
+
+
+class EmbeddingSummary(BaseModel):
+    """Where the certification rows lie in e5 embedding space, to compare recent e5-scored
+    messages with (`router.routing.embedding_drift`): the top principal directions of
+    their embeddings and, per direction, the rows' projections counted in bins.
+
+    The bin edges are the projections' quantiles on the certification rows (so every bin
+    holds about as many of them); a recent window is counted in the same bins.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    embedder: str = Field(min_length=1)
+    """The weights the directions were computed in (`E5Identity.name`)."""
+    n: int = Field(ge=1)
+    directions: Directions = Field(min_length=1)
+    """k unit vectors of the embedding width, largest variance first; float16 values
+    (`DIRECTION_DTYPE`), base64 in JSON."""
+    edges: list[list[float]]
+    """Per direction, the inner bin edges (ascending): len(edges[i]) + 1 bins."""
+    counts: list[list[int]]
+    """Per direction, the rows per bin."""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> EmbeddingSummary:
+        k = len(self.directions)
+        if len({len(d) for d in self.directions}) != 1:
+            raise ValueError("every direction has the embedding's width")
+        matrix = np.asarray(self.directions, dtype=float)
+        if not np.array_equal(matrix, matrix.astype(DIRECTION_DTYPE).astype(float)):
+            # Else the file would hold other directions than the reference was counted on.
+            raise ValueError("direction entries must be float16 values (DIRECTION_DTYPE)")
+        if len(self.edges) != k or len(self.counts) != k:
+            raise ValueError("one list of edges and one of counts per direction")
+        for edges, counts in zip(self.edges, self.counts, strict=True):
+            if any(b < a for a, b in zip(edges, edges[1:], strict=False)):
+                raise ValueError("bin edges must not decrease")
+            if len(counts) != len(edges) + 1:
+                raise ValueError("one count per bin: len(edges) + 1")
+            if any(c < 0 for c in counts) or sum(counts) != self.n:
+                raise ValueError("embedding counts must be >= 0 and sum to n")
+        return self
+
+
 class DriftReference(BaseModel):
     """What the certification rows looked like, to compare recent traffic with
     (`router.routing.drift`): counts per fixed bin or category, never a text.
@@ -284,6 +371,9 @@ class DriftReference(BaseModel):
     """The model's choice (before the threshold), by route."""
     source: str = ""
     """Which rows the counts come from, in words."""
+    embedding: EmbeddingSummary | None = None
+    """For an e5 policy (or a cascade's e5 stage), the e5-scored rows' embedding summary;
+    its `n` counts only those rows (a cascade's fast stage answers the others)."""
 
     @model_validator(mode="after")
     def _consistent(self) -> DriftReference:

@@ -146,9 +146,12 @@ def certify_cascade_models(
                "no guarantee"),
     )
     answers = _answers(fast.choices, fast.confidences, t_fast, probabilities, stages)
+    from router.models.e5.model import E5RouteModel
+
+    strong_model = E5RouteModel.load(strong_dir / MODEL_FILES["e5"])
     policy = with_reference(policy, answers, [r.text for r in held],
                             source=f"out-of-fold cascade decisions on {len(held)} train and "
-                                   "calibration rows")
+                                   "calibration rows", e5=strong_model)
     save_policy(policy, out)
     return CascadeResult(out, policy, certification)
 

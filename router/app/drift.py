@@ -14,6 +14,7 @@ scrape's worker thread, never on a routing request's path.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -23,18 +24,30 @@ from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from router.contracts import DriftReference, Policy
-from router.routing.drift import STATUS_VALUES, DriftReport, compare, reference_from_decisions
+from router.contracts import DriftReference, EmbeddingSummary, Policy
+from router.routing.drift import (
+    EMBEDDING_FEATURE,
+    STATUS_VALUES,
+    DriftReport,
+    compare,
+    reference_from_decisions,
+)
+from router.routing.embedding_drift import window_summary
 from router.storage.decision_log import DecisionLog
-from router.telemetry.metrics import export_drift
+from router.telemetry.metrics import DRIFT_FEATURES, export_drift
 
 logger = logging.getLogger(__name__)
 
 
-def summarise(rows: Sequence[dict[str, Any]]) -> DriftReference | None:
-    """The decision-log rows of `DecisionLog.feature_rows` as counts (None: no rows)."""
+def summarise(rows: Sequence[dict[str, Any]], embedding: EmbeddingSummary | None = None
+              ) -> DriftReference | None:
+    """The decision-log rows of `DecisionLog.feature_rows` as counts (None: no rows);
+    with the reference's `embedding` summary, the rows' projections (those that have
+    them: e5-scored decisions) counted in its bins."""
     if not rows:
         return None
+    projections = [json.loads(r["projections"]) for r in rows
+                   if r.get("projections") is not None]
     return reference_from_decisions(
         confidences=[float(r["confidence"]) for r in rows],
         routed=[r["route"] != "clarify" for r in rows],
@@ -42,6 +55,7 @@ def summarise(rows: Sequence[dict[str, Any]]) -> DriftReference | None:
         text_chars=[int(r["text_chars"]) for r in rows],
         languages=[str(r["lang"]) for r in rows],
         source="decision log",
+        embedding=None if embedding is None else window_summary(embedding, projections),
     )
 
 
@@ -52,14 +66,19 @@ def drift_report(log: DecisionLog, policy: Policy, *, since: datetime,
     if policy.reference is None:
         return compare(None, None)
     rows = log.feature_rows(policy_version=policy.version, since=since, limit=max_rows)
-    return compare(policy.reference, summarise(rows))
+    return compare(policy.reference, summarise(rows, policy.reference.embedding))
 
 
 def export_report(report: DriftReport) -> None:
     """Set the drift gauges from one report."""
-    export_drift(STATUS_VALUES[report.verdict],
-                 {f.feature: (f.psi, STATUS_VALUES[f.status]) for f in report.features},
-                 report.n_recent)
+    figures = {f.feature: (f.psi, STATUS_VALUES[f.status]) for f in report.features}
+    if report.features:
+        # A verdict was given: a feature it lacks is an embedding feature, left out for
+        # the reason `absent` gives (a policy without an embedding summary: no_reference).
+        why = report.absent.get(EMBEDDING_FEATURE, "no_reference")
+        for name in DRIFT_FEATURES:
+            figures.setdefault(name, (float("nan"), STATUS_VALUES[why]))
+    export_drift(STATUS_VALUES[report.verdict], figures, report.n_recent)
 
 
 class DriftGauges:

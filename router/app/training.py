@@ -161,14 +161,16 @@ def train_local(
     labels = [r.label for r in threshold_rows]
     tags = [r.tags for r in threshold_rows]
     marks = [steering_marks(r) for r in threshold_rows]
+    e5_model: E5RouteModel | None = None
     if backend == "e5":
-        from router.models.e5.embeddings import E5Embedder
+        from router.models.e5.embeddings import RememberingEmbedder
         from router.models.e5.model import E5RouteModel
         from router.models.e5.train import train_e5_artifact
         from router.models.local.model import prepare_cuts
         from router.models.local.train_steering import fit_steering_detector
 
-        embedder = E5Embedder(threads=1)
+        # The drift reference embeds the same rows again: remembered, not recomputed.
+        embedder = RememberingEmbedder(threads=1)
         starting(1)
         detector, cuts = fit_steering_detector(texts, marks, extra_segments=extra_segments)
         starting(2)
@@ -182,7 +184,8 @@ def train_local(
         )
         artifact["steering"] = detector
         sha = save_artifact(artifact, model_path)
-        model: LocalRouteModel | E5RouteModel = E5RouteModel(artifact, sha, embedder)
+        e5_model = E5RouteModel(artifact, sha, embedder)
+        model: LocalRouteModel | E5RouteModel = e5_model
     else:
         starting(1)
         artifact, probabilities = train_artifact(
@@ -224,7 +227,8 @@ def train_local(
     )
     policy = with_reference(policy, scores, texts,
                             source=f"out-of-fold decisions on {len(threshold_rows)} train and "
-                                   "calibration rows")
+                                   "calibration rows",
+                            e5=e5_model)
     save_policy(policy, policy_path)
     starting(len(stages))
     return TrainResult(model_path, policy_path, sha, policy)

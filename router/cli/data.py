@@ -178,10 +178,15 @@ def calibrate(
             labels, predictions, settings)
         bound = policy_model_for(preds, settings, model)
         kept = [r for r, ex in zip(rows, excluded, strict=True) if not ex]
+        e5 = None
+        if bound.backend == "e5":  # its reference holds an embedding summary
+            from router.models.e5.model import E5RouteModel
+
+            e5 = E5RouteModel.load(Path(model) if model else settings.e5_model_path)
         with console().status("fitting, certifying and measuring…"):
             result = run(ids, np.asarray([r.label for r in rows]), probabilities, model=bound,
                          options=options, now=datetime.now(UTC), excluded=excluded,
-                         labels_sha=data_sha(kept), texts=[r.text for r in rows])
+                         labels_sha=data_sha(kept), texts=[r.text for r in rows], e5=e5)
         save_policy(result.policy, out)
     typer.echo(format_calibration(result, format_certification_notes(result.certifications)))
     typer.echo(f"wrote policy {result.policy.version} to {out}")

@@ -70,8 +70,9 @@ def drift(
 ) -> None:
     """Compare recent decisions with the active policy's certification rows; exit 4 on drift.
 
-    Per feature (confidence, routed share, text length, language, predicted route): PSI,
-    a chi-squared p-value and ok / warn / drift; exit 0 when quiet."""
+    Per feature (confidence, routed share, text length, language, predicted route; for an
+    e5 policy the embedding and each of its directions): PSI, a chi-squared p-value and
+    ok / warn / drift; exit 0 when quiet."""
     from router.app.drift import drift_report
     from router.routing.drift import format_report
     from router.settings import get_settings

@@ -15,6 +15,15 @@ Each feature gets two numbers:
   (`scipy.stats.chi2_contingency`; for the routed share the 2 x 2 table, the same test
   as a two-proportion z-test).
 
+For an e5 policy the reference also holds an embedding summary
+(`router.routing.embedding_drift`): each principal direction is a feature
+`embedding.<i>` compared the same way, over the window's e5-scored decisions, with its
+p-value multiplied by the number of directions (Bonferroni: k tests must not fire k
+times as often as one). The feature `embedding` is the summary figure: the direction
+with the worst status (ties: the largest PSI), its PSI and adjusted p-value. Below
+`MIN_RECENT` e5-scored decisions (a cascade's fast stage answers many) the embedding
+features are left out and `absent` says why.
+
 Status per feature: `drift` when PSI >= `PSI_DRIFT` and p < `P_DRIFT`, `warn` when PSI >=
 `PSI_WARN` and p < `P_WARN`, else `ok`. Both must agree because each fails alone: PSI of
 a small window is noisy (a few hundred rows spread over a dozen bins reach 0.1 by chance),
@@ -36,12 +45,17 @@ from router.contracts import (
     LENGTH_EDGES,
     ROUTES,
     DriftReference,
+    EmbeddingSummary,
 )
+from router.routing.embedding_drift import bin_labels, component_name
 
 Status = Literal["ok", "warn", "drift"]
 Verdict = Literal["ok", "warn", "drift", "not_enough_traffic", "no_reference"]
 FEATURES = ("confidence", "routed", "length", "language", "predicted")
-"""Every compared feature, in report order."""
+"""Every feature compared for any policy, in report order."""
+EMBEDDING_FEATURE = "embedding"
+"""The embedding summary's feature (an e5 policy's), after `FEATURES` and before its
+per-direction features `embedding.1`, ..."""
 
 PSI_WARN = 0.1
 PSI_DRIFT = 0.25
@@ -86,8 +100,10 @@ def reference_from_decisions(
     text_chars: Sequence[int],
     languages: Sequence[str],
     source: str = "",
+    embedding: EmbeddingSummary | None = None,
 ) -> DriftReference:
-    """The summary of n decisions (one entry per decision in every argument).
+    """The summary of n decisions (one entry per decision in every argument), with the
+    embedding summary of those of them an e5 model scored, if given.
 
     The same function summarises the certification rows (stored in the policy) and a
     recent window of the decision log, so both are binned alike.
@@ -104,6 +120,7 @@ def reference_from_decisions(
         languages=_mix(languages),
         predicted=predicted,
         source=source,
+        embedding=embedding,
     )
 
 
@@ -149,6 +166,10 @@ class DriftReport:
     n_reference: int
     features: list[FeatureDrift] = field(default_factory=list)
     message: str = ""
+    absent: dict[str, Verdict] = field(default_factory=dict)
+    """Features left out of a report that has a verdict, and why: `embedding` when the
+    window holds fewer than `MIN_RECENT` e5-scored decisions (`not_enough_traffic`). A
+    policy without an embedding summary has no embedding features and nothing here."""
 
     @property
     def fires(self) -> bool:
@@ -158,6 +179,7 @@ class DriftReport:
         return {
             "verdict": self.verdict, "n_recent": self.n_recent,
             "n_reference": self.n_reference, "message": self.message,
+            "absent": self.absent,
             "thresholds": {"psi_warn": PSI_WARN, "psi_drift": PSI_DRIFT, "p_warn": P_WARN,
                            "p_drift": P_DRIFT, "min_recent": MIN_RECENT},
             "features": [
@@ -214,6 +236,46 @@ def _shares(labels: list[str], counts: list[int]) -> dict[str, float]:
             zip(labels, counts, strict=True)}
 
 
+def _feature(name: str, labels: list[str], ref_counts: list[int], recent_counts: list[int],
+             *, tests: int = 1) -> FeatureDrift:
+    value = psi(ref_counts, recent_counts)
+    p_value = min(1.0, homogeneity_p(ref_counts, recent_counts) * tests)
+    return FeatureDrift(name, value, p_value, status_of(value, p_value),
+                        _shares(labels, ref_counts), _shares(labels, recent_counts))
+
+
+_RANK: dict[Status, int] = {"ok": 0, "warn": 1, "drift": 2}
+
+
+def embedding_features(reference: EmbeddingSummary, recent: EmbeddingSummary
+                       ) -> list[FeatureDrift]:
+    """The summary feature `embedding`, then one feature per direction."""
+    if reference.edges != recent.edges or reference.embedder != recent.embedder:
+        raise ValueError("the window is binned on other directions than the reference")
+    k = len(reference.directions)
+    components = [
+        _feature(component_name(i), bin_labels(reference.edges[i]), reference.counts[i],
+                 recent.counts[i], tests=k)
+        for i in range(k)
+    ]
+    worst = max(components, key=lambda f: (_RANK[f.status], f.psi))
+    summary = FeatureDrift(EMBEDDING_FEATURE, worst.psi, worst.p_value, worst.status,
+                           worst.reference_shares, worst.recent_shares)
+    return [summary, *components]
+
+
+def _embedding_part(reference: DriftReference, recent: DriftReference
+                    ) -> tuple[list[FeatureDrift], Verdict | None]:
+    """The embedding features, or why there are none (None: the policy has no summary
+    to compare with, so nothing is missing)."""
+    if reference.embedding is None:
+        return [], None
+    window = recent.embedding
+    if window is None or window.n < MIN_RECENT:
+        return [], "not_enough_traffic"
+    return embedding_features(reference.embedding, window), None
+
+
 def compare(reference: DriftReference | None, recent: DriftReference | None) -> DriftReport:
     """Recent traffic beside the reference, feature by feature, and the overall verdict:
     the worst feature status, `not_enough_traffic` below `MIN_RECENT` recent decisions,
@@ -225,20 +287,25 @@ def compare(reference: DriftReference | None, recent: DriftReference | None) -> 
         return DriftReport("not_enough_traffic", n_recent, reference.n,
                            message=f"{n_recent} decisions in the window; a verdict needs at "
                                    f"least {MIN_RECENT}")
-    features = []
-    for name, labels, ref_counts, recent_counts in _feature_counts(reference, recent):
-        value = psi(ref_counts, recent_counts)
-        p_value = homogeneity_p(ref_counts, recent_counts)
-        features.append(FeatureDrift(name, value, p_value, status_of(value, p_value),
-                                     _shares(labels, ref_counts),
-                                     _shares(labels, recent_counts)))
-    statuses = {f.status for f in features}
+    features = [_feature(*counts) for counts in _feature_counts(reference, recent)]
+    embedding, missing = _embedding_part(reference, recent)
+    features += embedding
+    absent: dict[str, Verdict] = {}
+    if missing is not None:
+        absent[EMBEDDING_FEATURE] = missing
+    # The summary stands for its directions in the verdict and the message.
+    headline = [f for f in features if not f.feature.startswith(EMBEDDING_FEATURE + ".")]
+    statuses = {f.status for f in headline}
     verdict: Verdict = ("drift" if "drift" in statuses else
                         "warn" if "warn" in statuses else "ok")
-    drifted = [f.feature for f in features if f.status != "ok"]
+    drifted = [f.feature for f in headline if f.status != "ok"]
     message = ("traffic looks like the certification rows" if not drifted else
                f"{verdict} in {', '.join(drifted)}")
-    return DriftReport(verdict, recent.n, reference.n, features, message)
+    if missing is not None:
+        n_embedded = 0 if recent.embedding is None else recent.embedding.n
+        message += (f"; embedding: {n_embedded} e5-scored decisions in the window, a "
+                    f"verdict needs at least {MIN_RECENT}")
+    return DriftReport(verdict, recent.n, reference.n, features, message, absent)
 
 
 def format_report(report: DriftReport) -> str:
@@ -248,5 +315,7 @@ def format_report(report: DriftReport) -> str:
         lines.append(f"{'feature':<12}{'PSI':>9}{'p-value':>11}  status")
         for f in report.features:
             lines.append(f"{f.feature:<12}{f.psi:>9.4f}{f.p_value:>11.3g}  {f.status}")
+        for name, why in report.absent.items():
+            lines.append(f"{name:<12}{'-':>9}{'-':>11}  {why}")
     lines.append(f"verdict: {report.verdict} ({report.message})")
     return "\n".join(lines)

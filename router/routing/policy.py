@@ -19,6 +19,7 @@ from router.contracts import (
     RouteScores,
 )
 from router.routing.calibrators import apply_calibrator_array
+from router.routing.embedding_drift import project
 
 
 def apply_calibrator(scores: RouteScores, calibrator: Calibrator) -> RouteScores:
@@ -31,7 +32,8 @@ def apply_calibrator(scores: RouteScores, calibrator: Calibrator) -> RouteScores
         return scores
     probs = np.array([[scores.probabilities[r] for r in ROUTES]], dtype=float)
     calibrated = apply_calibrator_array(probs, calibrator)[0]
-    return RouteScores.from_probabilities(scores.model, dict(zip(ROUTES, calibrated, strict=True)))
+    return RouteScores.from_probabilities(scores.model, dict(zip(ROUTES, calibrated, strict=True)),
+                                          embedding=scores.embedding)
 
 
 def threshold_for(policy: Policy, choice: Route) -> float:
@@ -79,7 +81,19 @@ def decide(
         variant=variant,
         reason="model_unavailable" if model_unavailable else reason,
         model=calibrated.model,
+        projections=_projections(scores, policy),
     )
+
+
+def _projections(scores: RouteScores, policy: Policy) -> list[float] | None:
+    """The message's projections on the policy's embedding summary, when an e5 model
+    scored it and the policy has one: a k x dim product on the embedding scoring made."""
+    summary = policy.reference.embedding if policy.reference is not None else None
+    if summary is None or scores.embedding is None:
+        return None
+    if len(scores.embedding) != len(summary.directions[0]):
+        return None  # another embedder's width: nothing comparable to project
+    return project(summary, scores.embedding)
 
 
 def running_model(model: object, policy: Policy) -> PolicyModel:

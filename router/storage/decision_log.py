@@ -83,6 +83,9 @@ decisions = Table(
     # The message's form for the drift monitor, so it never needs to read `text`.
     Column("text_chars", Integer),
     Column("lang", String(8)),
+    # An e5-scored message's projections on the policy's embedding directions (a JSON
+    # list of k floats); NULL for every other decision.
+    Column("projections", Text),
 )
 
 
@@ -335,6 +338,8 @@ class DecisionLog:
             "outcome": outcome,
             "text_chars": text_chars(text),
             "lang": guess_language(text),
+            "projections": (None if decision.projections is None
+                            else json.dumps(decision.projections)),
         }
 
     def append(
@@ -484,7 +489,7 @@ class DecisionLog:
         as they are of the certification rows.
         """
         c = decisions.c
-        query = (select(c.confidence, c.route, c.choice, c.text_chars, c.lang)
+        query = (select(c.confidence, c.route, c.choice, c.text_chars, c.lang, c.projections)
                  .where(c.policy_version == policy_version, c.created_at >= since,
                         c.reason.in_(MODEL_REASONS), c.confidence.is_not(None),
                         c.text_chars.is_not(None))

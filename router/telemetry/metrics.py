@@ -40,6 +40,8 @@ from prometheus_client import (
     generate_latest,
 )
 
+from router.contracts import EMBEDDING_COMPONENTS
+
 if TYPE_CHECKING:
     from prometheus_client.metrics import MetricWrapperBase
 
@@ -234,8 +236,10 @@ def export_drift(overall: int, features: dict[str, tuple[float, int]], n_recent:
         _child(DRIFT_STATUS, feature).set(status)
 
 
-DRIFT_FEATURES = ("confidence", "routed", "length", "language", "predicted")
-"""`router.routing.drift.FEATURES` (a layer above telemetry): the feature label's values."""
+DRIFT_FEATURES = ("confidence", "routed", "length", "language", "predicted", "embedding",
+                  *(f"embedding.{i + 1}" for i in range(EMBEDDING_COMPONENTS)))
+"""`router.routing.drift.FEATURES` (a layer above telemetry), the embedding summary and
+its directions: the feature label's values."""
 
 
 def refresh_breakers() -> None:

@@ -287,3 +287,33 @@ class E5Embedder:
         # The engine normalises in float32; renormalise so float64 rows have norm 1.
         out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
         return out
+
+
+class RememberingEmbedder(E5Embedder):
+    """An `E5Embedder` that keeps every vector it computed, by text, for one offline run.
+
+    `train --backend e5` embeds its rows to fit the model, and its drift reference
+    embeds the same rows again as serving prepares them (`E5RouteModel.embed`); most are
+    the same texts, and the engine's vectors are bit-identical whatever the batching, so
+    the second pass reads them back instead of running the model again. Never in the
+    gateway: it grows with every text (384 float64 values, 3 KB, each).
+    """
+
+    def __init__(self, *, batch_size: int = 32, threads: int | None = None) -> None:
+        super().__init__(batch_size=batch_size, threads=threads)
+        self._vectors: dict[str, np.ndarray] = {}
+
+    @property
+    def remembered(self) -> int:
+        """How many distinct texts it holds vectors of."""
+        return len(self._vectors)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if isinstance(texts, str):
+            raise TypeError("embed takes a sequence of texts; wrap a single text in a list")
+        missing = [t for t in dict.fromkeys(texts) if t not in self._vectors]
+        if missing:
+            self._vectors.update(zip(missing, super().embed(missing), strict=True))
+        if not texts:
+            return np.empty((0, self.dim), dtype=np.float64)
+        return np.stack([self._vectors[t] for t in texts])

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
+
 from router.contracts import RouteScores
 from router.errors import ArtifactError
 from router.models.e5.embeddings import E5Embedder
@@ -55,7 +57,19 @@ class E5RouteModel:
     def score(self, text: str) -> RouteScores:
         return self.score_batch([text])[0]
 
+    @property
+    def embedder_name(self) -> str:
+        """The weights its embeddings come from (`E5Identity.name`)."""
+        return self._embedder.identity.name
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """The embeddings `score_batch` computes for these texts (n, dim): of each text
+        as prepared for scoring. What the drift reference summarises."""
+        return self._embedder.embed([p.whole for p in prepare_texts(texts, self._steering)])
+
     def score_batch(self, texts: Sequence[str]) -> list[RouteScores]:
+        """Each text's scores, carrying the embedding they were computed from (the drift
+        monitor projects it; `RouteScores.embedding`)."""
         prepared = prepare_texts(texts, self._steering)
         whole = [p.whole for p in prepared]
         dense = self._embedder.embed(whole)
@@ -64,4 +78,4 @@ class E5RouteModel:
         else:
             features = second_stage_features(self._scorer, prepared, dense)
             probabilities = self._second_stage.probabilities(features)
-        return RouteScores.from_probability_rows(self._name, probabilities)
+        return RouteScores.from_probability_rows(self._name, probabilities, dense)

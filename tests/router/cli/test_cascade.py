@@ -69,6 +69,10 @@ def test_certify_then_eval_check_and_compare_the_cascade(env: Path) -> None:
     assert fast["threshold"] >= strong["threshold"] == policy["threshold"]
     assert policy["guarantee"]["alpha"] == 0.3
     assert policy["reference"]["n"] == policy["data"]["n_certify"]
+    # The embedding summary covers the rows the e5 stage answered (the fast one, the rest).
+    embedding = policy["reference"]["embedding"]
+    assert 2 <= embedding["n"] <= policy["reference"]["n"]
+    assert len(embedding["directions"]) == len(embedding["counts"]) == 6
 
     test_rows = _write(select_split(ROWS, "test")[::100], env / "test.jsonl")
     cascade_preds, local_preds = env / "cascade.jsonl", env / "local.jsonl"

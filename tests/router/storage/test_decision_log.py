@@ -105,8 +105,19 @@ def test_each_row_records_the_message_form_and_feature_rows_read_only_that(
     rows = log.feature_rows(policy_version="p1", since=T0, limit=10)
     assert rows == [
         {"confidence": pytest.approx(0.6), "route": "refund", "choice": "refund",
-         "text_chars": 18, "lang": "en"},
+         "text_chars": 18, "lang": "en", "projections": None},
         {"confidence": pytest.approx(0.6), "route": "refund", "choice": "refund",
-         "text_chars": 47, "lang": "de"},
+         "text_chars": 47, "lang": "de", "projections": None},
     ]
     assert log.feature_rows(policy_version="p1", since=T0, limit=1)[0]["text_chars"] == 18
+
+
+def test_an_e5_decision_logs_its_projections_and_others_none(log: DecisionLog) -> None:
+    """The drift monitor reads the projections back as written; a decision no e5 model
+    scored has NULL (and the API's view of the decision never carries them)."""
+    projected = _decision("e5", 1).model_copy(update={"projections": [0.125, -0.5, 0.0]})
+    log.append(projected, text="where is my refund")
+    log.append(_decision("local", 2), text="where is my parcel")
+    rows = log.feature_rows(policy_version="p1", since=T0, limit=10)
+    assert [r["projections"] for r in rows] == [None, "[0.125, -0.5, 0.0]"]
+    assert "projections" not in projected.model_dump()

