@@ -19,13 +19,14 @@ from pathlib import Path
 from sqlalchemy import Engine
 
 from handlers.desk import SupportDesk, build_desk
+from router.app.cascade_join import CascadeJoin, JoinStep
 from router.app.drift import DriftGauges
 from router.app.experiment_sync import ExperimentFollower
 from router.app.policy_sync import PolicyFollower
 from router.app.services import Services
 from router.app.training import train_local
 from router.contracts import ExperimentConfig, Policy, PolicyModel, VariantConfig
-from router.errors import ArtifactError, InvalidInput, SupportRouterError
+from router.errors import ArtifactError, CalibrationError, InvalidInput, SupportRouterError
 from router.models.base import DecisionModel
 from router.models.breaker import CircuitBreaker, GuardedRouteModel
 from router.models.local.model import LocalRouteModel
@@ -59,9 +60,18 @@ def _is_trained(settings: Settings, backend: str) -> bool:
 
 
 def models_to_train(settings: Settings) -> list[str]:
-    """The backends a start with these settings would have to train first (usually none)."""
-    backends = ["local", "e5"] if settings.backend in ("e5", "cascade") else ["local"]
+    """The backends a start with these settings would have to train first (usually none).
+
+    Not e5 for a cascade: the gateway serves the local model meanwhile and the e5 stage
+    joins once trained (`start_cascade_join`)."""
+    backends = ["local", "e5"] if settings.backend == "e5" else ["local"]
     return [backend for backend in backends if not _is_trained(settings, backend)]
+
+
+def cascade_is_ready(settings: Settings) -> bool:
+    """Both stages trained and the cascade's policy written: it loads without waiting."""
+    return (_is_trained(settings, "local") and _is_trained(settings, "e5")
+            and settings.cascade_policy_path.exists())
 
 
 @contextmanager
@@ -86,7 +96,11 @@ def training_lock(model_dir: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def ensure_trained(settings: Settings, backend: str = "local") -> None:
+STARTING = "the gateway answers /healthz meanwhile, and /readyz once it is loaded"
+
+
+def ensure_trained(settings: Settings, backend: str = "local", *,
+                   meanwhile: str = STARTING) -> None:
     """Train the local model (or its e5 variant) from the labelled data if it or its policy
     is missing, so a fresh install serves without a separate training step.
 
@@ -101,10 +115,8 @@ def ensure_trained(settings: Settings, backend: str = "local") -> None:
         if _is_trained(settings, backend):  # another process trained it while we waited
             logger.warning("the %s model was trained by another process; loading it", backend)
             return
-        logger.warning(
-            "no %s model at %s: training it now from %s (a few minutes on 2 cores; the "
-            "gateway answers /healthz meanwhile, and /readyz once it is loaded)",
-            backend, model_path, settings.routes_data)
+        logger.warning("no %s model at %s: training it now from %s (a few minutes on 2 "
+                       "cores; %s)", backend, model_path, settings.routes_data, meanwhile)
         started = time.monotonic()
         done = threading.Event()
         threading.Thread(target=_report_progress, args=(backend, started, done),
@@ -181,6 +193,64 @@ def load_cascade(settings: Settings) -> BoundModel:
     models: list[DecisionModel] = [LocalRouteModel.load(settings.local_model_path),
                                    E5RouteModel.load(settings.e5_model_path)]
     return BoundModel(CascadeModel(models, policy.stages), policy)
+
+
+def certify_cascade_if_missing(settings: Settings) -> None:
+    """Certify the cascade of the model folder's two stages if its policy is missing, and
+    write the policy only if it carries a guarantee, so every start tries again rather
+    than serve a cascade that was never certified. Once per model folder (`training_lock`).
+
+    Raises
+    ------
+    CalibrationError
+        `not_certified`: no pair of stage thresholds keeps the promise on these rows.
+    """
+    from router.app.cascade import certify_cascade_models
+
+    out = settings.cascade_policy_path
+    if out.exists():
+        return
+    with training_lock(settings.model_dir):
+        if out.exists():  # another process certified it while we waited
+            return
+        draft = out.with_name(f".{out.name}.draft")
+        result = certify_cascade_models(settings, fast_dir=settings.model_dir,
+                                        strong_dir=settings.model_dir, out=draft,
+                                        alpha=settings.cascade_alpha)
+        if result.policy.guarantee is None:
+            draft.unlink()
+            cert = result.certification
+            raise CalibrationError(
+                f"no pair of stage thresholds keeps misroutes among routed requests at most "
+                f"{settings.cascade_alpha:g} on the {cert.n} train and calibration rows; no "
+                "cascade policy was written (more labelled data would certify one; "
+                "`support-router certify-cascade` shows the search)", code="not_certified")
+        draft.replace(out)
+        logger.warning("certified the cascade: policy %s at %s", result.policy.version, out)
+
+
+E5_MEANWHILE = ("the gateway serves the local model meanwhile; the cascade joins once e5 is "
+                "trained and the cascade certified")
+
+
+def start_cascade_join(settings: Settings, engine: Engine, router: RouterService,
+                       policies: PolicyFollower) -> CascadeJoin:
+    """Train e5 and certify the cascade where missing, in a daemon thread, then serve the
+    cascade under its own policy slot (router/app/cascade_join.py)."""
+    steps = []
+    if not _is_trained(settings, "e5"):
+        steps.append(JoinStep("cascade: training the e5 stage",
+                              lambda: ensure_trained(settings, "e5", meanwhile=E5_MEANWHILE)))
+    steps.append(JoinStep("cascade: certifying the cascade policy",
+                          lambda: certify_cascade_if_missing(settings)))
+
+    def join(bound: BoundModel) -> None:
+        policies.follow(bound, PolicyDB(engine, "cascade"),
+                        policy_file=settings.cascade_policy_path)
+
+    joining = CascadeJoin(steps, load=lambda: load_cascade(settings), join=join)
+    joining.start()
+    return joining
 
 
 def load_typesafe(settings: Settings) -> BoundModel:
@@ -292,12 +362,14 @@ def shadow_queue(settings: Settings) -> ShadowEnqueuer | None:
     return ShadowEnqueuer(writer)
 
 
-def build_router(settings: Settings, log: DecisionLog) -> RouterService:
+def build_router(settings: Settings, log: DecisionLog, *,
+                 local_first: bool = False) -> RouterService:
     """The router service with no experiment: which one runs is the database's to say
-    (router/app/experiment_sync.py)."""
+    (router/app/experiment_sync.py). `local_first`: a cascade that is not ready yet
+    starts with the local model alone (`start_cascade_join` brings in the rest)."""
     local = load_local(settings)
     queue, rate = shadow_queue(settings), settings.shadow_sample_rate
-    if settings.backend == "local":
+    if settings.backend == "local" or local_first:
         # The local model is also the fallback: an experiment's live variant may be remote,
         # and a failing remote variant must be answered locally, not with a 503.
         return RouterService(local, log, fallback=local, shadow_queue=queue,
@@ -324,13 +396,20 @@ def open_desk(settings: Settings, engine: Engine) -> SupportDesk:
         verification_max_attempts=settings.verification_max_attempts)
 
 
-def build_services(settings: Settings) -> Services:
+def build_services(settings: Settings, *, join_cascade: bool = False) -> Services:
+    """Everything an entry point serves with. `join_cascade` (the gateway): a cascade
+    whose e5 stage or policy is missing starts with the local model under the local
+    policy slot, and joins when ready (`start_cascade_join`); otherwise it is trained and
+    certified here first."""
     engine = make_engine(settings.resolved_database_url)
     desk = open_desk(settings, engine)
     log = DecisionLog(engine)
-    router = build_router(settings, log)
-    policies = PolicyFollower(PolicyDB(engine, policy_slot(settings)), router,
-                              policy_file=active_policy_path(settings),
+    joining = (join_cascade and settings.backend == "cascade"
+               and not cascade_is_ready(settings))
+    router = build_router(settings, log, local_first=joining)
+    slot, policy_file = (("local", settings.policy_path) if joining else
+                         (policy_slot(settings), active_policy_path(settings)))
+    policies = PolicyFollower(PolicyDB(engine, slot), router, policy_file=policy_file,
                               poll_s=settings.policy_poll_s)
     experiments = ExperimentFollower(
         ExperimentDB(engine), router, load=lambda config: load_experiment(settings, config),
@@ -342,4 +421,6 @@ def build_services(settings: Settings) -> Services:
     policies.start()  # the database's active policy from here on, in every worker
     experiments.start()  # and its running experiment
     services.ready = True
+    if joining:
+        services.cascade = start_cascade_join(settings, engine, router, policies)
     return services

@@ -149,6 +149,14 @@ DRIFT_RECENT = Gauge(
     multiprocess_mode="mostrecent",
 )
 
+# With several workers the lowest live value: 1 only once every worker serves the cascade.
+CASCADE_JOINED = Gauge(
+    "support_router_cascade_joined",
+    "With backend=cascade: 1 once the cascade (local, then e5) serves, 0 while the local "
+    "model serves alone (the e5 stage training, or the cascade not certified).",
+    multiprocess_mode="livemin",
+)
+
 BREAKER_VALUES: dict[BreakerState, int] = {"closed": 0, "half_open": 1, "open": 2}
 
 _Metric = TypeVar("_Metric", bound="MetricWrapperBase")
@@ -236,6 +244,10 @@ def export_drift(overall: int, features: dict[str, tuple[float, int]], n_recent:
 
 DRIFT_FEATURES = ("confidence", "routed", "length", "language", "predicted")
 """`router.routing.drift.FEATURES` (a layer above telemetry): the feature label's values."""
+
+
+def export_cascade_joined(joined: bool) -> None:
+    CASCADE_JOINED.set(1 if joined else 0)
 
 
 def refresh_breakers() -> None:
