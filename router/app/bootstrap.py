@@ -4,6 +4,11 @@ The local model is trained on first start when its artifact is missing, so a fre
 clone serves without a separate training step. A remote backend (typesafe) is always
 paired with the local model as its fallback, each with its own policy: a threshold
 chosen for one model never silently applies to another.
+
+A gateway configured for the cascade (local, then e5) whose e5 stage or cascade policy
+is missing starts as the local model alone, under the local policy slot, and the rest
+is trained, certified and swapped in by a background thread (`start_cascade_join`,
+router/app/cascade_join.py): e5 takes far longer to train than a first start may.
 """
 
 from __future__ import annotations
@@ -12,9 +17,10 @@ import fcntl
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import IO
 
 from sqlalchemy import Engine
 
@@ -46,6 +52,7 @@ logger = logging.getLogger(__name__)
 
 TRAINING_LOCK = ".training.lock"
 PROGRESS_EVERY_S = 30.0
+LOCK_POLL_S = 0.5
 
 
 def _artifact_paths(settings: Settings, backend: str) -> tuple[Path, Path]:
@@ -75,8 +82,13 @@ def cascade_is_ready(settings: Settings) -> bool:
 
 
 @contextmanager
-def training_lock(model_dir: Path) -> Iterator[None]:
+def training_lock(model_dir: Path, *,
+                  done: Callable[[], bool] = lambda: False) -> Iterator[bool]:
     """Held while a model is trained into `model_dir`: one process trains, others wait.
+
+    Yields True once held; False, without it, as soon as `done()` (the artifact this
+    caller waits for is there) while another process holds it: that process may go on
+    to train something else (the cascade's e5 stage) for much longer.
 
     Taken only when something must be trained, so a read-only model folder (an image
     with the models in it) never needs to be writable. `flock` is released by the
@@ -84,19 +96,30 @@ def training_lock(model_dir: Path) -> Iterator[None]:
     """
     model_dir.mkdir(parents=True, exist_ok=True)
     with (model_dir / TRAINING_LOCK).open("a") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if not _try_lock(handle):
             logger.warning("another process is training a model in %s; waiting for it",
                            model_dir)
-            fcntl.flock(handle, fcntl.LOCK_EX)
+            while not _try_lock(handle):
+                if done():
+                    yield False
+                    return
+                time.sleep(LOCK_POLL_S)
         try:
-            yield
+            yield True
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-STARTING = "the gateway answers /healthz meanwhile, and /readyz once it is loaded"
+def _try_lock(handle: IO[str]) -> bool:
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+STARTING = ("a few minutes on 2 cores; the gateway answers /healthz meanwhile, and /readyz "
+            "once it is loaded")
 
 
 def ensure_trained(settings: Settings, backend: str = "local", *,
@@ -111,12 +134,12 @@ def ensure_trained(settings: Settings, backend: str = "local", *,
     if _is_trained(settings, backend):
         return
     model_path, policy_path = _artifact_paths(settings, backend)
-    with training_lock(settings.model_dir):
+    with training_lock(settings.model_dir, done=lambda: _is_trained(settings, backend)):
         if _is_trained(settings, backend):  # another process trained it while we waited
             logger.warning("the %s model was trained by another process; loading it", backend)
             return
-        logger.warning("no %s model at %s: training it now from %s (a few minutes on 2 "
-                       "cores; %s)", backend, model_path, settings.routes_data, meanwhile)
+        logger.warning("no %s model at %s: training it now from %s (%s)", backend,
+                       model_path, settings.routes_data, meanwhile)
         started = time.monotonic()
         done = threading.Event()
         threading.Thread(target=_report_progress, args=(backend, started, done),
@@ -210,7 +233,7 @@ def certify_cascade_if_missing(settings: Settings) -> None:
     out = settings.cascade_policy_path
     if out.exists():
         return
-    with training_lock(settings.model_dir):
+    with training_lock(settings.model_dir, done=out.exists):
         if out.exists():  # another process certified it while we waited
             return
         draft = out.with_name(f".{out.name}.draft")
@@ -229,8 +252,9 @@ def certify_cascade_if_missing(settings: Settings) -> None:
         logger.warning("certified the cascade: policy %s at %s", result.policy.version, out)
 
 
-E5_MEANWHILE = ("the gateway serves the local model meanwhile; the cascade joins once e5 is "
-                "trained and the cascade certified")
+E5_MEANWHILE = ("about 40 minutes on 2 cores on the shipped data; the gateway serves the "
+                "local model meanwhile, and the cascade joins once e5 is trained and the "
+                "cascade certified")
 
 
 def start_cascade_join(settings: Settings, engine: Engine, router: RouterService,
