@@ -45,7 +45,7 @@ from router.storage.experiment_db import ExperimentDB
 from router.storage.policy_db import PolicyDB, policy_slot
 from router.storage.policy_store import active_policy_path, load_policy, load_serving_policy
 from router.storage.shadow_stream import ShadowStreamWriter
-from router.telemetry.metrics import track_breaker
+from router.telemetry.metrics import export_cascade_joined, track_breaker
 
 logger = logging.getLogger(__name__)
 
@@ -447,4 +447,6 @@ def build_services(settings: Settings, *, join_cascade: bool = False) -> Service
     services.ready = True
     if joining:
         services.cascade = start_cascade_join(settings, engine, router, policies)
+    elif settings.backend == "cascade":
+        export_cascade_joined(True)
     return services

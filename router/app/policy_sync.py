@@ -67,11 +67,19 @@ class PolicyFollower:
         a version of the previous slot is never checked against (or applied to) the new
         model."""
         with self._lock:
-            self.router.swap_primary(primary)
+            before = (self.db, self.policy_file, self._running, self._scores, self._skipped)
+            served = self.router.swap_primary(primary)
             self.db, self.policy_file = db, policy_file
             self._running = running_model(primary.model, primary.policy)
             self._scores, self._skipped = None, None
-            self._adopt_or_follow()
+            try:
+                self._adopt_or_follow()
+            except BaseException:
+                # The database away: keep serving what was served, on the slot it follows.
+                self.router.swap_primary(served)
+                (self.db, self.policy_file, self._running, self._scores,
+                 self._skipped) = before
+                raise
 
     def _adopt_or_follow(self) -> None:
         served = self.router.primary.policy

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from prometheus_client import REGISTRY
 
 from calibration.data import load_labelled
 from router.app.bootstrap import build_services, training_lock
@@ -112,9 +113,16 @@ def test_the_cascade_joins_under_its_own_policy_slot(stages: Path, tmp_path: Pat
                            by="test")
         services.policies.sync()
         assert services.router.primary.policy.version == cascade_policy.version
+        assert REGISTRY.get_sample_value("support_router_cascade_joined") == 1
     finally:
         if services is not None:
             services.close()
+
+    # The next start finds every file: the cascade serves from the start, on its slot.
+    with _services(settings) as restarted:
+        assert restarted.cascade is None and restarted.pending == []
+        assert restarted.router.primary.policy.version == cascade_policy.version
+        assert restarted.policies.db.slot == "cascade"
 
 
 def test_a_cascade_that_cannot_be_certified_never_joins(stages: Path,
