@@ -423,8 +423,8 @@ def open_desk(settings: Settings, engine: Engine) -> SupportDesk:
 def build_services(settings: Settings, *, join_cascade: bool = False) -> Services:
     """Everything an entry point serves with. `join_cascade` (the gateway): a cascade
     whose e5 stage or policy is missing starts with the local model under the local
-    policy slot, and joins when ready (`start_cascade_join`); otherwise it is trained and
-    certified here first."""
+    policy slot, and joins when ready (`start_cascade_join`); without it such a cascade
+    is loaded here (`load_cascade`: a missing stage trained, a missing policy refused)."""
     engine = make_engine(settings.resolved_database_url)
     desk = open_desk(settings, engine)
     log = DecisionLog(engine)
