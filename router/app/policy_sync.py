@@ -62,10 +62,9 @@ class PolicyFollower:
         """Serve `primary` from now on and follow its own slot `db` (and `policy_file`):
         adopted into the slot when it has no active version, else the slot's version.
 
-        One step under the lock publish, rollback and the poller take: a change made
-        while it runs lands on the slot and model it was made for, before or after, and
-        a version of the previous slot is never checked against (or applied to) the new
-        model."""
+        Done under the lock that publish, rollback and the poller take, so a change made
+        meanwhile lands on the slot and model it was made for, and a version of the
+        previous slot is never checked against (or applied to) the new model."""
         with self._lock:
             before = (self.db, self.policy_file, self._running, self._scores, self._skipped)
             served = self.router.swap_primary(primary)
