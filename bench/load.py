@@ -5,6 +5,8 @@
     python bench/load.py --seconds 10 --workers 1 --db sqlite --endpoints route --soak-s 0
     python bench/load.py --baseline-ref HEAD   # also /v1/route on the committed code
     python bench/load.py --endpoints route --rate 1500 --soak-s 0   # p99 at 1,500 req/s
+    python bench/load.py --backends local,cascade --model-dir D --endpoints route \
+        --workers 2 --db sqlite --soak-s 0      # the cascade beside the fast model alone
 
 For every combination of endpoint (`/v1/route`, `/v1/messages`), worker count and database
 (a fresh SQLite file, or a throw-away PostgreSQL database created on 127.0.0.1:5432 and
@@ -31,6 +33,12 @@ cannot. Request bodies come from a Lua script that cycles through a file of bodi
 The machine is shared: the table also reports how much CPU other processes used during
 each run ("other load", in cores), so a slow row can be told from a busy machine.
 Traffic goes only to 127.0.0.1; every loop is bounded in time.
+
+`--backends local,cascade` runs every row once per backend (`SUPPORT_ROUTER_BACKEND`),
+side by side in one run. The cascade needs a model folder (`--model-dir`) with both
+stages and the cascade's policy already there: the gateway would otherwise start on the
+local model and train e5 for the better part of an hour before the cascade joins, and
+the benchmark refuses to measure that (see `--model-dir`'s help for how to prepare one).
 """
 
 from __future__ import annotations
@@ -67,6 +75,11 @@ sys.path.insert(0, str(ROOT))
 from bench.machine import describe_machine  # noqa: E402
 
 ENDPOINTS = {"route": "/v1/route", "messages": "/v1/messages"}
+BACKENDS = ("local", "cascade")
+CASCADE_FILES = ("local-route-model.json", "policy.json", "e5-route-model.json",
+                 "policy-e5.json", "policy-cascade.json")
+PREPARE_CASCADE = ("support-router train --out D; support-router train --backend e5 --out D; "
+                   "SUPPORT_ROUTER_MODEL_DIR=D support-router certify-cascade")
 PG_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/test"
 BENCH_KEY = "load-bench-" + uuid.uuid4().hex
 """A throw-away API key for the gateway under test: production runs with keys, so the
@@ -143,6 +156,7 @@ end
 @dataclass
 class LoadResult:
     endpoint: str
+    backend: str
     workers: int
     db: str
     server: str
@@ -264,12 +278,14 @@ class Server:
             return []
 
 
-def _server_env(var_dir: str, db_url: str | None, log_level: str | None) -> dict[str, str]:
+def _server_env(var_dir: str, db_url: str | None, log_level: str | None, *,
+                backend: str = "local", model_dir: Path = ROOT / "models") -> dict[str, str]:
     digest = hashlib.sha256(BENCH_KEY.encode()).hexdigest()
     env = {
         **os.environ,
         "SUPPORT_ROUTER_VAR_DIR": var_dir,
-        "SUPPORT_ROUTER_MODEL_DIR": str(ROOT / "models"),
+        "SUPPORT_ROUTER_MODEL_DIR": str(model_dir),
+        "SUPPORT_ROUTER_BACKEND": backend,
         "SUPPORT_ROUTER_API_KEYS": json.dumps(
             [{"name": "load-bench", "sha256": digest, "roles": ["gateway"]}]),
         # The per-key rate limit would turn this benchmark into a 429 test.
@@ -286,10 +302,11 @@ def _server_env(var_dir: str, db_url: str | None, log_level: str | None) -> dict
 
 @contextmanager
 def running_server(workers: int, db_url: str | None, *, baseline_src: Path | None,
-                   use_cli: bool, log_level: str | None) -> Iterator[Server]:
+                   use_cli: bool, log_level: str | None, backend: str = "local",
+                   model_dir: Path = ROOT / "models") -> Iterator[Server]:
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="sr-load-") as var_dir:
-        env = _server_env(var_dir, db_url, log_level)
+        env = _server_env(var_dir, db_url, log_level, backend=backend, model_dir=model_dir)
         cwd = ROOT
         if baseline_src is not None:
             # The committed code as it was: stock uvicorn (asyncio loop, h11 parser), as
@@ -315,7 +332,11 @@ def running_server(workers: int, db_url: str | None, *, baseline_src: Path | Non
                                    stderr=subprocess.STDOUT, start_new_session=True)
         server = Server(process, f"http://127.0.0.1:{port}", label)
         try:
-            wait_ready(server, Path(var_dir) / "server.log")
+            ready = wait_ready(server, Path(var_dir) / "server.log")
+            if backend == "cascade" and not ready.get("model", "").startswith("cascade:"):
+                raise SystemExit(f"the gateway serves {ready.get('model')}, not the cascade "
+                                 f"(pending: {ready.get('pending')}); prepare the folder: "
+                                 f"{PREPARE_CASCADE}")
             yield server
         finally:
             with suppress(ProcessLookupError):
@@ -329,15 +350,17 @@ def running_server(workers: int, db_url: str | None, *, baseline_src: Path | Non
             log.close()
 
 
-def wait_ready(server: Server, log_path: Path, timeout_s: float = 240.0) -> None:
+def wait_ready(server: Server, log_path: Path, timeout_s: float = 240.0) -> dict:
+    """The first ready `/readyz` body."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if server.process.poll() is not None:
             tail = log_path.read_text(errors="replace")[-3000:]
             raise SystemExit(f"gateway exited with {server.process.returncode}:\n{tail}")
         try:
-            if httpx.get(f"{server.base}/readyz", timeout=2).status_code == 200:
-                return
+            answer = httpx.get(f"{server.base}/readyz", timeout=2)
+            if answer.status_code == 200:
+                return answer.json()
         except httpx.HTTPError:
             pass
         time.sleep(0.5)
@@ -501,15 +524,16 @@ def measure(generator: Generator, workdir: Path, server: Server, endpoint: str,
 
 def load_run(args: argparse.Namespace, generator: Generator, workdir: Path, endpoint: str,
              workers: int, db: str, bodies_file: Path, *, baseline_src: Path | None,
-             use_cli: bool) -> LoadResult:
+             use_cli: bool, backend: str = "local") -> LoadResult:
     with database(db) as db_url, running_server(
-        workers, db_url, baseline_src=baseline_src, use_cli=use_cli, log_level=args.log_level
+        workers, db_url, baseline_src=baseline_src, use_cli=use_cli, log_level=args.log_level,
+        backend=backend, model_dir=args.model_dir
     ) as server:
         m, other, server_cpu = measure(generator, workdir, server, endpoint, bodies_file,
                                        args.clients, args.seconds, args.warmup_s, args.rate)
         label = server.label
     return LoadResult(
-        endpoint=ENDPOINTS[endpoint], workers=workers, db=db, server=label,
+        endpoint=ENDPOINTS[endpoint], backend=backend, workers=workers, db=db, server=label,
         generator=generator.name, seconds=round(m.seconds, 2), requests=m.requests,
         rps=round(m.requests / m.seconds, 1), p50_ms=round(m.p50_ms, 2),
         p95_ms=round(m.p95_ms, 2), p99_ms=round(m.p99_ms, 2), errors=sum(m.errors.values()),
@@ -526,7 +550,8 @@ def median_result(results: list[LoadResult]) -> LoadResult:
     for r in results:
         errors.update(r.error_detail)
     return LoadResult(
-        endpoint=first.endpoint, workers=first.workers, db=first.db, server=first.server,
+        endpoint=first.endpoint, backend=first.backend, workers=first.workers, db=first.db,
+        server=first.server,
         generator=first.generator, seconds=statistics.median(r.seconds for r in results),
         requests=sum(r.requests for r in results),
         rps=statistics.median(r.rps for r in results),
@@ -557,7 +582,7 @@ def soak(args: argparse.Namespace, generator: Generator, workdir: Path,
     samples: list[dict[str, float]] = []
     with database(args.soak_db) as db_url, running_server(
         args.soak_workers, db_url, baseline_src=None, use_cli=use_cli,
-        log_level=args.log_level
+        log_level=args.log_level, model_dir=args.model_dir
     ) as server:
         if args.soak_warmup_s > 0:
             generator.run(workdir, server.base, ENDPOINTS["messages"], bodies_file,
@@ -606,18 +631,33 @@ def soak(args: argparse.Namespace, generator: Generator, workdir: Path,
 
 
 def print_table(results: list[LoadResult]) -> None:
-    header = (f"{'endpoint':<13} {'server':<8} {'workers':>7} {'db':<8} {'req/s':>8} "
+    header = (f"{'endpoint':<13} {'backend':<8} {'server':<8} {'workers':>7} {'db':<8} "
+              f"{'req/s':>8} "
               f"{'p50 ms':>7} {'p95 ms':>7} {'p99 ms':>7} {'errors':>6} {'srv cpu':>7} "
               f"{'µs/req':>7} {'other':>6}")
     print(header)
     print("-" * len(header))
     for r in results:
-        print(f"{r.endpoint:<13} {r.server:<8} {r.workers:>7} {r.db:<8} {r.rps:>8,.0f} "
+        print(f"{r.endpoint:<13} {r.backend:<8} {r.server:<8} {r.workers:>7} {r.db:<8} "
+              f"{r.rps:>8,.0f} "
               f"{r.p50_ms:>7.1f} {r.p95_ms:>7.1f} {r.p99_ms:>7.1f} {r.errors:>6} "
               f"{r.server_cpu_cores:>7.2f} {r.server_cpu_us_per_request:>7.0f} "
               f"{r.other_load_cores:>6.2f}")
         if r.error_detail:
             print(f"{'':<13} errors: {r.error_detail}")
+
+
+def print_backends(results: list[LoadResult]) -> None:
+    """Each backend's row next to the local model's on the same endpoint, workers and db."""
+    local = {(r.endpoint, r.workers, r.db): r for r in results
+             if r.backend == "local" and r.server != "baseline"}
+    for r in results:
+        base = local.get((r.endpoint, r.workers, r.db))
+        if r.backend == "local" or base is None or not base.rps:
+            continue
+        print(f"{r.endpoint} {r.workers} worker(s) {r.db}: {r.backend} {r.rps:,.0f} req/s "
+              f"({r.rps / base.rps:.2f}x local), p99 {r.p99_ms:.1f} ms (local "
+              f"{base.p99_ms:.1f} ms)")
 
 
 def print_soak(s: SoakResult) -> None:
@@ -658,6 +698,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--workers", default="1,2", help="comma-separated worker counts")
     parser.add_argument("--db", default="sqlite,postgres", help="sqlite, postgres or both")
     parser.add_argument("--endpoints", default="route,messages")
+    parser.add_argument(
+        "--backends", default="local",
+        help="comma-separated SUPPORT_ROUTER_BACKEND values to run every row with: local, "
+        "cascade or both (side by side in one run)")
+    parser.add_argument(
+        "--model-dir", type=Path, default=ROOT / "models",
+        help="the gateway's SUPPORT_ROUTER_MODEL_DIR (default: models/). The local model is "
+        "trained into it if missing; the cascade is not (e5 takes about 40 minutes on 2 "
+        f"cores), so for --backends cascade prepare it first: {PREPARE_CASCADE}")
     parser.add_argument("--repeat", type=int, default=1, help="runs per row; medians shown")
     parser.add_argument(
         "--rate", type=float, default=0.0,
@@ -693,6 +742,15 @@ def main(argv: list[str] | None = None) -> None:
     workers_list = [int(w) for w in args.workers.split(",") if w]
     dbs = [d for d in args.db.split(",") if d]
     endpoints = [e for e in args.endpoints.split(",") if e]
+    backends = [b for b in args.backends.split(",") if b]
+    unknown = sorted(set(backends) - set(BACKENDS))
+    if unknown:
+        raise SystemExit(f"--backends: unknown {unknown}; choose from {', '.join(BACKENDS)}")
+    args.model_dir = args.model_dir.resolve()
+    missing = [f for f in CASCADE_FILES if not (args.model_dir / f).exists()]
+    if "cascade" in backends and missing:
+        raise SystemExit(f"--backends cascade: {args.model_dir} has no {', '.join(missing)}; "
+                         f"prepare it first: {PREPARE_CASCADE}")
 
     wrk = None if args.generator == "python" else ensure_wrk(not args.no_install)
     if args.generator == "wrk" and wrk is None:
@@ -700,9 +758,10 @@ def main(argv: list[str] | None = None) -> None:
     generator = Generator("wrk" if wrk else "python-asyncio", wrk)
 
     from router.app.bootstrap import load_local
-    from router.settings import get_settings
+    from router.settings import Settings
 
-    load_local(get_settings())  # train once here, not inside a timed server start
+    # Train once here, not inside a timed server start.
+    load_local(Settings(model_dir=args.model_dir))
     use_cli = serve_supports_workers()
     machine = describe_machine()
     print(f"machine: {machine}")
@@ -721,22 +780,24 @@ def main(argv: list[str] | None = None) -> None:
         bodies["messages"].write_text("\n".join(message_bodies()) + "\n")
         baseline_src = export_ref(args.baseline_ref, workdir) if args.baseline_ref else None
 
-        plan: list[tuple[str, int, str, Path | None]] = []
+        plan: list[tuple[str, int, str, str, Path | None]] = []
         for endpoint in endpoints:
             for workers in workers_list:
                 for db in dbs:
-                    plan.append((endpoint, workers, db, None))
+                    for backend in backends:
+                        plan.append((endpoint, workers, db, backend, None))
                     if (baseline_src is not None and endpoint == "route"
                             and db in args.baseline_db.split(",")):
-                        plan.append((endpoint, workers, db, baseline_src))
-        for endpoint, workers, db, src in plan:
+                        plan.append((endpoint, workers, db, "local", baseline_src))
+        for endpoint, workers, db, backend, src in plan:
             runs = [load_run(args, generator, workdir, endpoint, workers, db, bodies[endpoint],
-                             baseline_src=src, use_cli=use_cli)
+                             baseline_src=src, use_cli=use_cli, backend=backend)
                     for _ in range(args.repeat)]
             row = median_result(runs)
             results.append(row)
-            print(f"  {row.endpoint} {row.server} workers={workers} {db}: {row.rps:,.0f} req/s "
-                  f"p99 {row.p99_ms:.1f} ms errors {row.errors}", file=sys.stderr, flush=True)
+            print(f"  {row.endpoint} {backend} {row.server} workers={workers} {db}: "
+                  f"{row.rps:,.0f} req/s p99 {row.p99_ms:.1f} ms errors {row.errors}",
+                  file=sys.stderr, flush=True)
 
         soak_result = None
         if args.soak_s > 0:
@@ -748,13 +809,14 @@ def main(argv: list[str] | None = None) -> None:
           "other: cores used by other processes on the machine during the run)")
     for workers in workers_list:
         for db in dbs:
-            pair = {r.server: r for r in results
-                    if r.endpoint == "/v1/route" and r.workers == workers and r.db == db}
+            pair = {r.server: r for r in results if r.endpoint == "/v1/route"
+                    and r.backend == "local" and r.workers == workers and r.db == db}
             if "baseline" in pair and len(pair) == 2:
                 new = next(r for k, r in pair.items() if k != "baseline")
                 old = pair["baseline"]
                 print(f"/v1/route {workers} worker(s) {db}: {new.rps / old.rps:.1f}x req/s, "
                       f"p99 {old.p99_ms:.0f} → {new.p99_ms:.1f} ms")
+    print_backends(results)
     if soak_result is not None:
         print_soak(soak_result)
     if args.json_out is not None:

@@ -66,6 +66,9 @@ class Settings(BaseSettings):
     policy_path: Path = Path("models/policy.json")
     e5_policy_path: Path = Path("models/policy-e5.json")
     cascade_policy_path: Path = Path("models/policy-cascade.json")
+    # The largest misroute rate among routed requests a cascade is certified for when the
+    # gateway certifies it itself (backend=cascade with no cascade policy yet).
+    cascade_alpha: float = Field(default=0.02, gt=0.0, lt=1.0)
 
     # TypeSafe / Jev-compatible server.
     typesafe_model: str = "jev-latest"

@@ -4,6 +4,11 @@ The local model is trained on first start when its artifact is missing, so a fre
 clone serves without a separate training step. A remote backend (typesafe) is always
 paired with the local model as its fallback, each with its own policy: a threshold
 chosen for one model never silently applies to another.
+
+A gateway configured for the cascade (local, then e5) whose e5 stage or cascade policy
+is missing starts as the local model alone, under the local policy slot, and the rest
+is trained, certified and swapped in by a background thread (`start_cascade_join`,
+router/app/cascade_join.py): e5 takes far longer to train than a first start may.
 """
 
 from __future__ import annotations
@@ -12,20 +17,22 @@ import fcntl
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import IO
 
 from sqlalchemy import Engine
 
 from handlers.desk import SupportDesk, build_desk
+from router.app.cascade_join import CascadeJoin, JoinStep
 from router.app.drift import DriftGauges
 from router.app.experiment_sync import ExperimentFollower
 from router.app.policy_sync import PolicyFollower
 from router.app.services import Services
 from router.app.training import train_local
 from router.contracts import ExperimentConfig, Policy, PolicyModel, VariantConfig
-from router.errors import ArtifactError, InvalidInput, SupportRouterError
+from router.errors import ArtifactError, CalibrationError, InvalidInput, SupportRouterError
 from router.models.base import DecisionModel
 from router.models.breaker import CircuitBreaker, GuardedRouteModel
 from router.models.local.model import LocalRouteModel
@@ -38,13 +45,14 @@ from router.storage.experiment_db import ExperimentDB
 from router.storage.policy_db import PolicyDB, policy_slot
 from router.storage.policy_store import active_policy_path, load_policy, load_serving_policy
 from router.storage.shadow_stream import ShadowStreamWriter
-from router.telemetry.metrics import track_breaker
+from router.telemetry.metrics import export_cascade_joined, track_breaker
 
 logger = logging.getLogger(__name__)
 
 
 TRAINING_LOCK = ".training.lock"
 PROGRESS_EVERY_S = 30.0
+LOCK_POLL_S = 0.5
 
 
 def _artifact_paths(settings: Settings, backend: str) -> tuple[Path, Path]:
@@ -59,14 +67,28 @@ def _is_trained(settings: Settings, backend: str) -> bool:
 
 
 def models_to_train(settings: Settings) -> list[str]:
-    """The backends a start with these settings would have to train first (usually none)."""
-    backends = ["local", "e5"] if settings.backend in ("e5", "cascade") else ["local"]
+    """The backends a start with these settings would have to train first (usually none).
+
+    Not e5 for a cascade: the gateway serves the local model meanwhile and the e5 stage
+    joins once trained (`start_cascade_join`)."""
+    backends = ["local", "e5"] if settings.backend == "e5" else ["local"]
     return [backend for backend in backends if not _is_trained(settings, backend)]
 
 
+def cascade_is_ready(settings: Settings) -> bool:
+    """Both stages trained and the cascade's policy written: it loads without waiting."""
+    return (_is_trained(settings, "local") and _is_trained(settings, "e5")
+            and settings.cascade_policy_path.exists())
+
+
 @contextmanager
-def training_lock(model_dir: Path) -> Iterator[None]:
+def training_lock(model_dir: Path, *,
+                  done: Callable[[], bool] = lambda: False) -> Iterator[bool]:
     """Held while a model is trained into `model_dir`: one process trains, others wait.
+
+    Yields True once held; False, without it, as soon as `done()` (the artifact this
+    caller waits for is there) while another process holds it: that process may go on
+    to train something else (the cascade's e5 stage) for much longer.
 
     Taken only when something must be trained, so a read-only model folder (an image
     with the models in it) never needs to be writable. `flock` is released by the
@@ -74,19 +96,34 @@ def training_lock(model_dir: Path) -> Iterator[None]:
     """
     model_dir.mkdir(parents=True, exist_ok=True)
     with (model_dir / TRAINING_LOCK).open("a") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if not _try_lock(handle):
             logger.warning("another process is training a model in %s; waiting for it",
                            model_dir)
-            fcntl.flock(handle, fcntl.LOCK_EX)
+            while not _try_lock(handle):
+                if done():
+                    yield False
+                    return
+                time.sleep(LOCK_POLL_S)
         try:
-            yield
+            yield True
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def ensure_trained(settings: Settings, backend: str = "local") -> None:
+def _try_lock(handle: IO[str]) -> bool:
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+STARTING = ("a few minutes on 2 cores; the gateway answers /healthz meanwhile, and /readyz "
+            "once it is loaded")
+
+
+def ensure_trained(settings: Settings, backend: str = "local", *,
+                   meanwhile: str = STARTING) -> None:
     """Train the local model (or its e5 variant) from the labelled data if it or its policy
     is missing, so a fresh install serves without a separate training step.
 
@@ -97,14 +134,12 @@ def ensure_trained(settings: Settings, backend: str = "local") -> None:
     if _is_trained(settings, backend):
         return
     model_path, policy_path = _artifact_paths(settings, backend)
-    with training_lock(settings.model_dir):
+    with training_lock(settings.model_dir, done=lambda: _is_trained(settings, backend)):
         if _is_trained(settings, backend):  # another process trained it while we waited
             logger.warning("the %s model was trained by another process; loading it", backend)
             return
-        logger.warning(
-            "no %s model at %s: training it now from %s (a few minutes on 2 cores; the "
-            "gateway answers /healthz meanwhile, and /readyz once it is loaded)",
-            backend, model_path, settings.routes_data)
+        logger.warning("no %s model at %s: training it now from %s (%s)", backend,
+                       model_path, settings.routes_data, meanwhile)
         started = time.monotonic()
         done = threading.Event()
         threading.Thread(target=_report_progress, args=(backend, started, done),
@@ -181,6 +216,65 @@ def load_cascade(settings: Settings) -> BoundModel:
     models: list[DecisionModel] = [LocalRouteModel.load(settings.local_model_path),
                                    E5RouteModel.load(settings.e5_model_path)]
     return BoundModel(CascadeModel(models, policy.stages), policy)
+
+
+def certify_cascade_if_missing(settings: Settings) -> None:
+    """Certify the cascade of the model folder's two stages if its policy is missing, and
+    write the policy only if it carries a guarantee, so every start tries again rather
+    than serve a cascade that was never certified. Once per model folder (`training_lock`).
+
+    Raises
+    ------
+    CalibrationError
+        `not_certified`: no pair of stage thresholds keeps the promise on these rows.
+    """
+    from router.app.cascade import certify_cascade_models
+
+    out = settings.cascade_policy_path
+    if out.exists():
+        return
+    with training_lock(settings.model_dir, done=out.exists):
+        if out.exists():  # another process certified it while we waited
+            return
+        draft = out.with_name(f".{out.name}.draft")
+        result = certify_cascade_models(settings, fast_dir=settings.model_dir,
+                                        strong_dir=settings.model_dir, out=draft,
+                                        alpha=settings.cascade_alpha)
+        if result.policy.guarantee is None:
+            draft.unlink()
+            cert = result.certification
+            raise CalibrationError(
+                f"no pair of stage thresholds keeps misroutes among routed requests at most "
+                f"{settings.cascade_alpha:g} on the {cert.n} train and calibration rows; no "
+                "cascade policy was written (more labelled data would certify one; "
+                "`support-router certify-cascade` shows the search)", code="not_certified")
+        draft.replace(out)
+        logger.warning("certified the cascade: policy %s at %s", result.policy.version, out)
+
+
+E5_MEANWHILE = ("about 40 minutes on 2 cores on the shipped data; the gateway serves the "
+                "local model meanwhile, and the cascade joins once e5 is trained and the "
+                "cascade certified")
+
+
+def start_cascade_join(settings: Settings, engine: Engine, router: RouterService,
+                       policies: PolicyFollower) -> CascadeJoin:
+    """Train e5 and certify the cascade where missing, in a daemon thread, then serve the
+    cascade under its own policy slot (router/app/cascade_join.py)."""
+    steps = []
+    if not _is_trained(settings, "e5"):
+        steps.append(JoinStep("cascade: training the e5 stage",
+                              lambda: ensure_trained(settings, "e5", meanwhile=E5_MEANWHILE)))
+    steps.append(JoinStep("cascade: certifying the cascade policy",
+                          lambda: certify_cascade_if_missing(settings)))
+
+    def join(bound: BoundModel) -> None:
+        policies.follow(bound, PolicyDB(engine, "cascade"),
+                        policy_file=settings.cascade_policy_path)
+
+    joining = CascadeJoin(steps, load=lambda: load_cascade(settings), join=join)
+    joining.start()
+    return joining
 
 
 def load_typesafe(settings: Settings) -> BoundModel:
@@ -292,12 +386,14 @@ def shadow_queue(settings: Settings) -> ShadowEnqueuer | None:
     return ShadowEnqueuer(writer)
 
 
-def build_router(settings: Settings, log: DecisionLog) -> RouterService:
+def build_router(settings: Settings, log: DecisionLog, *,
+                 local_first: bool = False) -> RouterService:
     """The router service with no experiment: which one runs is the database's to say
-    (router/app/experiment_sync.py)."""
+    (router/app/experiment_sync.py). `local_first`: a cascade that is not ready yet
+    starts with the local model alone (`start_cascade_join` brings in the rest)."""
     local = load_local(settings)
     queue, rate = shadow_queue(settings), settings.shadow_sample_rate
-    if settings.backend == "local":
+    if settings.backend == "local" or local_first:
         # The local model is also the fallback: an experiment's live variant may be remote,
         # and a failing remote variant must be answered locally, not with a 503.
         return RouterService(local, log, fallback=local, shadow_queue=queue,
@@ -324,13 +420,20 @@ def open_desk(settings: Settings, engine: Engine) -> SupportDesk:
         verification_max_attempts=settings.verification_max_attempts)
 
 
-def build_services(settings: Settings) -> Services:
+def build_services(settings: Settings, *, join_cascade: bool = False) -> Services:
+    """Everything an entry point serves with. `join_cascade` (the gateway): a cascade
+    whose e5 stage or policy is missing starts with the local model under the local
+    policy slot, and joins when ready (`start_cascade_join`); without it such a cascade
+    is loaded here (`load_cascade`: a missing stage trained, a missing policy refused)."""
     engine = make_engine(settings.resolved_database_url)
     desk = open_desk(settings, engine)
     log = DecisionLog(engine)
-    router = build_router(settings, log)
-    policies = PolicyFollower(PolicyDB(engine, policy_slot(settings)), router,
-                              policy_file=active_policy_path(settings),
+    joining = (join_cascade and settings.backend == "cascade"
+               and not cascade_is_ready(settings))
+    router = build_router(settings, log, local_first=joining)
+    slot, policy_file = (("local", settings.policy_path) if joining else
+                         (policy_slot(settings), active_policy_path(settings)))
+    policies = PolicyFollower(PolicyDB(engine, slot), router, policy_file=policy_file,
                               poll_s=settings.policy_poll_s)
     experiments = ExperimentFollower(
         ExperimentDB(engine), router, load=lambda config: load_experiment(settings, config),
@@ -342,4 +445,8 @@ def build_services(settings: Settings) -> Services:
     policies.start()  # the database's active policy from here on, in every worker
     experiments.start()  # and its running experiment
     services.ready = True
+    if joining:
+        services.cascade = start_cascade_join(settings, engine, router, policies)
+    elif settings.backend == "cascade":
+        export_cascade_joined(True)
     return services

@@ -13,6 +13,10 @@ names the running model (`ensure_policy_fits`) and decides the probe messages
 serves. Changes made here (publish, rollback, reload) and by the poller are serialised
 by one lock, so a poll that read the old pointer cannot swap back over a fresh publish.
 The policy file follows every swap, for the offline tools that read it.
+
+A stage that joins later (`follow`: the cascade, once e5 is trained) brings its own
+slot and file: the worker then serves that model and follows that slot, and the slot it
+followed before is left as it was, for the model it belongs to.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from router.contracts import Policy, RouteScores
 from router.errors import ArtifactError, ModelUnavailable, SupportRouterError
 from router.routing.policy import running_model
 from router.routing.policy_check import check_policy, probe_scores
-from router.routing.service import RouterService
+from router.routing.service import BoundModel, RouterService
 from router.storage.policy_db import PolicyDB
 from router.storage.policy_store import PolicySwitch, ensure_policy_fits, save_policy
 
@@ -50,13 +54,40 @@ class PolicyFollower:
 
     def start(self) -> None:
         """Adopt or follow the database's active policy, then poll it in the background."""
+        with self._lock:
+            self._adopt_or_follow()
+        self._poller.start()
+
+    def follow(self, primary: BoundModel, db: PolicyDB, *, policy_file: Path) -> None:
+        """Serve `primary` from now on and follow its own slot `db` (and `policy_file`):
+        adopted into the slot when it has no active version, else the slot's version.
+
+        Done under the lock that publish, rollback and the poller take, so a change made
+        meanwhile lands on the slot and model it was made for, and a version of the
+        previous slot is never checked against (or applied to) the new model."""
+        with self._lock:
+            before = (self.db, self.policy_file, self._running, self._scores, self._skipped)
+            served = self.router.swap_primary(primary)
+            self.db, self.policy_file = db, policy_file
+            self._running = running_model(primary.model, primary.policy)
+            self._scores, self._skipped = None, None
+            try:
+                self._adopt_or_follow()
+            except BaseException:
+                # The database away: keep serving what was served, on the slot it follows.
+                self.router.swap_primary(served)
+                (self.db, self.policy_file, self._running, self._scores,
+                 self._skipped) = before
+                raise
+
+    def _adopt_or_follow(self) -> None:
         served = self.router.primary.policy
         if self.db.active_version() is None and self.policy_file.exists():
             if self.db.adopt(served):
                 logger.info("policy: the database had no active %s policy; adopted %s from "
                             "%s (the database is authoritative from now on)",
                             self.db.slot, served.version, self.policy_file)
-        self.sync()
+        self._sync()
         now = self.router.primary.policy.version
         if self._skipped is not None:
             pass  # said why in `sync`
@@ -67,7 +98,6 @@ class PolicyFollower:
             logger.info("policy: serving %s from the database (the file %s had %s; it is "
                         "rewritten to follow the database)", now, self.policy_file,
                         served.version)
-        self._poller.start()
 
     def stop(self) -> None:
         self._poller.stop()
@@ -88,9 +118,10 @@ class PolicyFollower:
         InvalidPolicy
             it does not decide the probe messages (nothing is written).
         """
-        served = self.router.primary.policy
+        # Read under the lock: the slot and the served policy are those of one model.
         return self._change(lambda: self.db.publish(
-            policy, accept=self.accept, adopt=served, by=by, expect_active=expect_active))
+            policy, accept=self.accept, adopt=self.router.primary.policy, by=by,
+            expect_active=expect_active))
 
     def rollback(self, *, by: str, expect_active: str | None = None) -> PolicySwitch:
         """Return to the version active before the current one (checked by `accept`) as
@@ -141,28 +172,31 @@ class PolicyFollower:
     def sync(self) -> None:
         """Swap in the database's active version if it is not the one served here."""
         with self._lock:
-            version = self.db.active_version()
-            if version in (None, self.router.primary.policy.version, self._skipped):
-                return
-            assert version is not None
-            try:
-                self._probe()
-            except ModelUnavailable as exc:  # a remote model away: the next poll retries
-                logger.warning("policy: cannot check version %s on the model yet: %s",
-                               version, exc.message)
-                return
-            try:
-                policy = self.db.load_version(version)
-                self.accept(policy)
-            except SupportRouterError as exc:
-                self._skipped = version
-                logger.error("policy: the database's active version %s is not served by this "
-                             "worker, which keeps %s: %s: %s", version,
-                             self.router.primary.policy.version, exc.code, exc.message)
-                return
-            previous = self._serve(policy)
-            logger.info("policy: now serving %s (was %s), the database's active version",
-                        policy.version, previous.version)
+            self._sync()
+
+    def _sync(self) -> None:
+        version = self.db.active_version()
+        if version in (None, self.router.primary.policy.version, self._skipped):
+            return
+        assert version is not None
+        try:
+            self._probe()
+        except ModelUnavailable as exc:  # a remote model away: the next poll retries
+            logger.warning("policy: cannot check version %s on the model yet: %s",
+                           version, exc.message)
+            return
+        try:
+            policy = self.db.load_version(version)
+            self.accept(policy)
+        except SupportRouterError as exc:
+            self._skipped = version
+            logger.error("policy: the database's active version %s is not served by this "
+                         "worker, which keeps %s: %s: %s", version,
+                         self.router.primary.policy.version, exc.code, exc.message)
+            return
+        previous = self._serve(policy)
+        logger.info("policy: now serving %s (was %s), the database's active version",
+                    policy.version, previous.version)
 
     def _probe(self) -> list[RouteScores]:
         """The running model's answers to the probe messages, scored once per worker."""

@@ -8,6 +8,7 @@ from sqlalchemy import Engine
 
 from handlers.desk import SupportDesk
 from router.app.active_report import ReportCache
+from router.app.cascade_join import CascadeJoin
 from router.app.conversation import Conversation
 from router.app.drift import DriftGauges
 from router.app.experiment_sync import ExperimentFollower
@@ -36,6 +37,8 @@ class Services:
     """The decision log the router writes (and the console's labelling and experiment
     figures read)."""
     ready: bool = False
+    cascade: CascadeJoin | None = None
+    """The e5 stage on its way in (backend=cascade started before it was trained)."""
     conversation: Conversation = field(init=False)
     """The message use case over `router` and `desk`."""
     labelling: Labelling = field(init=False)
@@ -49,9 +52,16 @@ class Services:
                                    overlap=self.settings.label_overlap)
         self.reports = ReportCache(self.settings.routes_data)
 
+    @property
+    def pending(self) -> list[str]:
+        """What a ready gateway still waits for (`/readyz`): usually nothing."""
+        return self.cascade.pending if self.cascade is not None else []
+
     def close(self) -> None:
         """Stop polling the policy and the experiment, commit queued log rows, stop the
         shadow thread, release connections."""
+        if self.cascade is not None:
+            self.cascade.stop()
         self.policies.stop()
         self.experiments.stop()
         self.router.close()

@@ -49,7 +49,9 @@ def serve(
 
     Without API keys only loopback may be bound; a port in use is refused before anything
     loads. While a missing model trains, /healthz answers and /readyz says what it waits
-    for. SIGTERM lets requests in flight finish (up to `shutdown_grace_s`) and exits 0.
+    for. With backend=cascade the local model serves at once and the e5 stage joins once
+    trained and certified (/readyz lists it under `pending` meanwhile). SIGTERM lets
+    requests in flight finish (up to `shutdown_grace_s`) and exits 0.
     """
     from router.gateway.server import (
         START_FAILED_EXIT_CODE,

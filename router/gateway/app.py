@@ -100,7 +100,8 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
                                 lambda built: started(app, built))
         else:
             try:
-                started(app, services if services is not None else build_services(chosen))
+                started(app, services if services is not None
+                        else build_services(chosen, join_cascade=True))
             except SupportRouterError as exc:
                 # Every replacement worker would fail the same way: stop `serve` instead.
                 report_start_failure(f"{exc.code}: {exc.message}")

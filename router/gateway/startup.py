@@ -64,7 +64,7 @@ def start_in_background(settings: Settings, missing: list[str], state: StartupSt
             for backend in missing:
                 ensure_trained(settings, backend)
             state.waiting_for = ["model loading"]
-            started(build_services(settings))
+            started(build_services(settings, join_cascade=True))
             state.waiting_for = []
         except BaseException as exc:
             # Our errors say what to fix (a missing data folder, a bad artifact); others

@@ -142,11 +142,8 @@ class RouterService:
         self.shadow_worker: ShadowWorker | None = None
         if experiment is not None and experiment.shadows and shadow_queue is None:
             self.shadow_worker = ShadowWorker(maxsize=experiment.config.shadow_queue_size)
-        live = [primary, *([fallback] if fallback else []),
-                *(experiment.variants.values() if experiment else ())]
-        # The embedded model scores in a fraction of a millisecond: cheaper to run on the
-        # event loop than to hand to a thread. e5 (20-35 ms) and remote models are not.
-        self.decides_inline = all(b.policy.model.backend == "local" for b in live)
+        self.decides_inline = False
+        self._update_inline()
 
     @property
     def primary(self) -> BoundModel:
@@ -163,6 +160,22 @@ class RouterService:
             self._primary = BoundModel(self._primary.model, policy)
         return previous
 
+    def swap_primary(self, primary: BoundModel) -> BoundModel:
+        """Serve another model under its own policy from the next request on (a stage that
+        joined a running gateway: router/app/cascade_join.py); the previous one. A request
+        reads the primary once, so one in flight is decided by the model it started with."""
+        with self._lock:
+            previous, self._primary = self._primary, primary
+            self._update_inline()
+        return previous
+
+    def _update_inline(self) -> None:
+        # The embedded model scores in a fraction of a millisecond: cheaper to run on the
+        # event loop than to hand to a thread. e5 (20-35 ms) and remote models are not.
+        live = [self._primary, *([self._fallback] if self._fallback else []),
+                *(self._experiment.variants.values() if self._experiment else ())]
+        self.decides_inline = all(b.policy.model.backend == "local" for b in live)
+
     def swap_experiment(self, experiment: LiveExperiment | None) -> LiveExperiment | None:
         """Run `experiment` (None: none) from the next request on; the previous one.
 
@@ -173,9 +186,7 @@ class RouterService:
             if (experiment is not None and experiment.shadows and self.shadow_queue is None
                     and self.shadow_worker is None):
                 self.shadow_worker = ShadowWorker(maxsize=experiment.config.shadow_queue_size)
-            live = [self._primary, *([self._fallback] if self._fallback else []),
-                    *(experiment.variants.values() if experiment else ())]
-            self.decides_inline = all(b.policy.model.backend == "local" for b in live)
+            self._update_inline()
         return previous
 
     def variant_for(self, request: RouteRequest, request_id: str) -> str | None:

@@ -151,6 +151,14 @@ DRIFT_RECENT = Gauge(
     multiprocess_mode="mostrecent",
 )
 
+# With several workers the lowest live value: 1 only once every worker serves the cascade.
+CASCADE_JOINED = Gauge(
+    "support_router_cascade_joined",
+    "With backend=cascade: 1 once the cascade (local, then e5) serves, 0 while the local "
+    "model serves alone (the e5 stage training, or the cascade not certified).",
+    multiprocess_mode="livemin",
+)
+
 BREAKER_VALUES: dict[BreakerState, int] = {"closed": 0, "half_open": 1, "open": 2}
 
 _Metric = TypeVar("_Metric", bound="MetricWrapperBase")
@@ -240,6 +248,10 @@ DRIFT_FEATURES = ("confidence", "routed", "length", "language", "predicted", "em
                   *(f"embedding.{i + 1}" for i in range(EMBEDDING_COMPONENTS)))
 """`router.routing.drift.FEATURES` (a layer above telemetry), the embedding summary and
 its directions: the feature label's values."""
+
+
+def export_cascade_joined(joined: bool) -> None:
+    CASCADE_JOINED.set(1 if joined else 0)
 
 
 def refresh_breakers() -> None:

@@ -48,5 +48,7 @@ def readyz(services: ServicesDep) -> JSONResponse:
         "schema_revision": revision,
         "policy_version": policy.version,
         "model": services.router.primary.model.name,
+        # Ready meanwhile: e.g. the cascade's e5 stage training while the local model serves.
+        "pending": services.pending,
     }
     return JSONResponse(body, status_code=200 if ready else 503)
