@@ -55,6 +55,19 @@ def test_required_kinds_of_message(rows: list[LabelledRow]) -> None:
     assert sum(1 for r in rows if len(r.text.split()) == 1) >= 15
 
 
+def test_every_unclear_row_is_tagged_with_why(rows: list[LabelledRow]) -> None:
+    """The local model fits `unclear` as two classes, split by the `multi_request` tag
+    (router/models/local/classes.py): an untagged two-request row trains the vague class
+    and pulls clear requests towards `unclear`. A steering-only message asks for nothing
+    (LABELLING.md rule 2) and carries `injection`."""
+    why = {"multi_request", "vague", "injection"}
+    untagged = [r.id for r in rows if r.label == "unclear" and not why & set(r.tags)]
+    both = [r.id for r in rows if {"multi_request", "vague"} <= set(r.tags)]
+    off_route = [r.id for r in rows
+                 if r.label != "unclear" and {"multi_request", "vague"} & set(r.tags)]
+    assert not untagged and not both and not off_route, (untagged[:10], both[:10], off_route[:10])
+
+
 def test_no_templated_near_duplicates(rows: list[LabelledRow]) -> None:
     texts = [_normalise(r.text) for r in rows]
     matrix = TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 4)).fit_transform(texts)
