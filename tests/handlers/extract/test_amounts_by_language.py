@@ -146,6 +146,17 @@ TABLE: dict[str, list[tuple[str, tuple[int, str | None] | str]]] = {
         ("поверніть 500-600 грн", ASK),
         ("поверніть половину", ASK),
     ],
+    "cs": [
+        ("Vraťte mi prosím 500 Kč za objednávku O-1002", (50000, "CZK")),
+        ("strhli jste mi 1 200 Kč dvakrát", (120000, "CZK")),
+        ("99,50 Kč zpět prosím", (9950, "CZK")),
+        ("chci zpátky 300 korun", (30000, "CZK")),
+        ("vratte mi 150 Kc", (15000, "CZK")),
+        ("vraťte mi 20 eur", (2000, "EUR")),
+        ("€15 zpět prosím", (1500, "EUR")),
+        ("vraťte mi 200-300 Kč", ASK),
+        ("vraťte mi polovinu", ASK),
+    ],
 }
 
 # The edges of the rules the table needs: what must still be read as one amount next to

@@ -321,6 +321,31 @@ TABLE: dict[str, list[tuple[str, dict[str, str]]]] = {
         ("Відпишіть мене від розсилки і переведіть на електронні рахунки", {M: OFF, P: ON}),
         ("Ви надсилаєте SMS-сповіщення?", {}),
     ],
+    "cs": [
+        ("Prosím, odhlaste mě z odběru newsletteru", {M: OFF}),
+        ("Už mi neposílejte reklamní e-maily", {M: OFF}),
+        ("nechci uz dostavat marketingove maily", {M: OFF}),
+        ("odhlaste me z newsleteru", {M: OFF}),
+        ("Chci znovu dostávat newsletter", {M: ON}),
+        ("Přihlaste mě prosím k odběru newsletteru", {M: ON}),
+        ("Vypněte prosím SMS notifikace", {S: OFF}),
+        ("už nechci dostávat žádné SMS", {S: OFF}),
+        ("zrusit sms notifikace", {S: OFF}),
+        ("Zapněte mi prosím SMS upozornění", {S: ON}),
+        ("chci dostávat upozornění přes SMS", {S: ON}),
+        ("Chci elektronickou fakturu", {P: ON}),
+        ("posílejte mi faktury e-mailem místo na papíře", {P: ON}),
+        ("Chci zase papírové faktury", {P: OFF}),
+        ("posílejte mi faktury zase poštou na papíře", {P: OFF}),
+        ("Změňte prosím jazyk mého účtu na češtinu", {L: "cs"}),
+        ("prepnete jazyk na anglictinu", {L: "en"}),
+        ("Chci stránky v němčině", {L: "de"}),
+        ("Vypněte SMS notifikace a přepněte jazyk na češtinu", {S: OFF, L: "cs"}),
+        ("vypnete sms a zmente jazyk na cestinu", {S: OFF, L: "cs"}),
+        ("Odhlaste mě z newsletteru a převeďte mě na elektronickou fakturaci",
+         {M: OFF, P: ON}),
+        ("Posíláte SMS notifikace?", {}),
+    ],
 }
 
 # The edges of the rules the table needs: questions that are requests, "mas"/"mais" as
@@ -352,6 +377,8 @@ EDGES: list[tuple[str, str, dict[str, str]]] = [
     ("pt", "Desativem, por favor, as notificações por SMS e mudem o idioma para português",
      {S: OFF, L: "pt"}),
     ("ru", "Пожалуйста, SMS-уведомления", {}),  # "please" alone switches nothing
+    # "please" between commas, as above; last, so adding it moves no other row's id
+    ("cs", "Vypněte, prosím, SMS notifikace a změňte jazyk na češtinu", {S: OFF, L: "cs"}),
 ]
 
 CASES = [pytest.param(lang, text, changes, id=f"{lang}-{i:02d}")
