@@ -152,38 +152,44 @@ COUNTRY_ARTICLES = frozenset({"the", "die", "der", "la", "le", "les", "l", "el",
 LANGUAGES: dict[str, tuple[str, ...]] = {
     "en": ("English", "inglés", "Englisch", "anglais", "inglês", "inglese", "английский",
            "английского", "английском", "angielski", "angielskiego", "Engels", "engelska",
-           "İngilizce", "Ingilizce", "англійська", "англійську", "англійської", "англійською"),
+           "İngilizce", "Ingilizce", "англійська", "англійську", "англійської", "англійською",
+           "angličtina", "angličtinu", "angličtiny", "angličtině", "anglicky"),
     "de": ("German", "alemán", "Deutsch", "allemand", "alemão", "tedesco", "немецкий", "немецкого",
            "немецком", "niemiecki", "niemieckiego", "Duits", "tyska", "Almanca", "німецька",
-           "німецьку", "німецької", "німецькою"),
+           "німецьку", "німецької", "німецькою", "němčina", "němčinu", "němčiny", "němčině",
+           "německy"),
     "es": ("Spanish", "español", "castellano", "Spanisch", "espagnol", "espanhol", "spagnolo",
            "испанский", "испанского", "испанском", "hiszpański", "hiszpańskiego", "Spaans",
-           "spanska", "İspanyolca", "Ispanyolca", "іспанська", "іспанську"),
+           "spanska", "İspanyolca", "Ispanyolca", "іспанська", "іспанську", "španělština",
+           "španělštinu", "španělsky"),
     "fr": ("French", "francés", "Französisch", "français", "francês", "francese", "французский",
            "французского", "французском", "francuski", "francuskiego", "Frans", "franska",
-           "Fransızca", "Fransizca", "французька", "французьку"),
+           "Fransızca", "Fransizca", "французька", "французьку", "francouzština",
+           "francouzštinu", "francouzsky"),
     "pt": ("Portuguese", "portugués", "Portugiesisch", "portugais", "português", "portoghese",
            "португальский", "португальского", "portugalski", "Portugees", "portugisiska",
-           "Portekizce", "португальська", "португальську"),
+           "Portekizce", "португальська", "португальську", "portugalština", "portugalštinu"),
     "it": ("Italian", "italiano", "Italienisch", "italien", "итальянский", "итальянского", "włoski",
            "włoskiego", "Italiaans", "italienska", "İtalyanca", "Italyanca", "італійська",
-           "італійську"),
+           "італійську", "italština", "italštinu", "italsky"),
     "ru": ("Russian", "ruso", "Russisch", "russe", "russo", "русский", "русского", "русском",
-           "rosyjski", "rosyjskiego", "ryska", "Rusça", "Rusca", "російська", "російську"),
+           "rosyjski", "rosyjskiego", "ryska", "Rusça", "Rusca", "російська", "російську",
+           "ruština", "ruštinu", "rusky"),
     "pl": ("Polish", "polaco", "Polnisch", "polonais", "polonês", "polacco", "польский",
            "польского", "polski", "polskiego", "Pools", "polska", "Lehçe", "Lehce", "польська",
-           "польську"),
+           "польську", "polština", "polštinu"),
     "nl": ("Dutch", "neerlandés", "holandés", "Niederländisch", "Holländisch", "néerlandais",
            "holandês", "neerlandês", "olandese", "нидерландский", "голландский", "niderlandzki",
            "holenderski", "Nederlands", "nederländska", "Hollandaca", "Felemenkçe", "Felemenkce",
-           "нідерландська", "нідерландську"),
+           "нідерландська", "нідерландську", "nizozemština", "nizozemštinu", "holandštinu"),
     "sv": ("Swedish", "sueco", "Schwedisch", "suédois", "svedese", "шведский", "szwedzki", "Zweeds",
-           "svenska", "İsveççe", "Isvecce", "шведська", "шведську"),
+           "svenska", "İsveççe", "Isvecce", "шведська", "шведську", "švédština", "švédštinu"),
     "uk": ("Ukrainian", "ucraniano", "Ukrainisch", "ukrainien", "ucraino", "украинский",
            "українська", "ukraiński", "Oekraïens", "ukrainska", "українську", "української",
-           "українською", "украинского", "украинском", "Ukraynaca"),
+           "українською", "украинского", "украинском", "Ukraynaca", "ukrajinština",
+           "ukrajinštinu"),
     "tr": ("Turkish", "turco", "Türkisch", "turc", "турецкий", "turecki", "Turks", "turkiska",
-           "Türkçe", "турецька", "турецьку", "турецкого"),
+           "Türkçe", "турецька", "турецьку", "турецкого", "turečtina", "turečtinu"),
     "ja": ("Japanese", "japonés", "Japanisch", "japonais", "japonês", "giapponese", "японский",
            "japoński", "Japans", "japanska", "日本語"),
     "zh": ("Chinese", "Mandarin", "chino", "Chinesisch", "chinois", "chinês", "cinese", "китайский",
@@ -192,7 +198,7 @@ LANGUAGES: dict[str, tuple[str, ...]] = {
            "koreanska"),
     "ar": ("Arabic", "árabe", "Arabisch", "arabe", "arabo", "арабский", "arabski", "arabiska"),
     "cs": ("Czech", "checo", "Tschechisch", "tchèque", "tcheco", "ceco", "чешский", "czeski",
-           "Tsjechisch", "tjeckiska", "čeština"),
+           "Tsjechisch", "tjeckiska", "čeština", "češtinu", "češtiny", "češtině", "česky"),
     "da": ("Danish", "danés", "Dänisch", "danois", "dinamarquês", "danese", "датский", "duński",
            "Deens", "danska", "dansk"),
     "fi": ("Finnish", "finlandés", "Finnisch", "finnois", "finlandês", "finlandese", "финский",
@@ -212,7 +218,8 @@ LANGUAGES: dict[str, tuple[str, ...]] = {
 LANGUAGE_SITE_NOUNS = frozenset(fold(w) for w in (
     "site", "website", "web", "sitio", "página", "seite", "webseite", "sito", "strona",
     "stronę", "сайт", "webbplats", "webbplatsen", "sajten", "app", "aplicación", "aplicativo",
-    "applicazione", "aplikacja", "aplikację", "приложение", "застосунок", "uygulama"))
+    "applicazione", "aplikacja", "aplikację", "приложение", "застосунок", "uygulama",
+    "stránky", "stránka", "stránku", "aplikace", "aplikaci"))
 
 # ISO 639-2 codes people sometimes type instead of a name.
 LANGUAGE_ALPHA3 = {"eng": "en", "deu": "de", "ger": "de", "spa": "es", "fra": "fr",
@@ -332,6 +339,7 @@ CURRENCY_WORDS: dict[str, str] = {
     r"francs?\s+suisses?|swiss\s+francs?|franken|franchi\s+svizzeri": "CHF",
     r"tl|(?:t[üu]rk\s+)?lira(?:s[ıi])?|liras[ıi]": "TRY",
     r"грн\.?|гривень|гривні|гривня|гривню|гривна|гривен|гривны|hryvni?as?": "UAH",
+    r"k[čc]|korun[auy]?|korunách|korunach|czech\s+korun(?:a|as)?": "CZK",
 }
 # Words for fractions of a unit: "50 cents" names money, in no currency we can be sure of.
 CENT_WORDS = (r"cents?|pence|penny|pennies|centavos?|c[eé]ntimos?|centimes?|centesimi|копе[ейк]\w*"
@@ -352,7 +360,8 @@ MONEY_CUES = (
     r"|remboursement|rembourser|pay[ée]|factur[ée]|montant|prix|estorno|paguei|valor|preço"
     r"|rimborso|pagato|importo|zwrot|zapłaci\w*|kwota|terugbetaling|betaald|bedrag"
     r"|återbetalning|betalade|belopp|iade|tutar\w*|ödedim|ödeme\w*|повернення|поверніть"
-    r"|повернути|списали|сплатив\w*|оплатив\w*|сум[ау]")
+    r"|повернути|списали|сплатив\w*|оплатив\w*|сум[ау]|vra[tť]\w*|vr[aá]cen\w*|zaplatil\w*"
+    r"|[čc][aá]stk\w*|cena|cenu")
 # Words allowed between a money cue and its number: "refund me 20.00", "Erstattung von 15,50".
 MONEY_FILLERS = (
     r"of|for|was|is|de|von|du|des|di|da|do|em|van|på|в\s+размере|в|me|us|just|only|back"
@@ -364,7 +373,8 @@ NOT_MONEY_AFTER = (
     r"kg|g|km|cm|mm|m|ml|l|lbs?|oz|items?|pcs|pieces?|units?|times|x|days?|weeks?|months?"
     r"|years?|hours?|minutes?|orders?|mal|stück|stk|tage?n?|wochen|veces|d[ií]as|semanas"
     r"|fois|jours|vezes|dias|unidades|раз[а]?|дн(?:я|ей)|штук\w*|szt|razy|dni|gånger|dagar"
-    r"|keer|dagen|volte|giorni|kez|kere|defa|gün|adet|раз[іи]в|днів|дні")
+    r"|keer|dagen|volte|giorni|kez|kere|defa|gün|adet|раз[іи]в|днів|дні|ks|kus\w*|kr[aá]t"
+    r"|dn[ůui]|dny|t[ýy]dn\w*|m[ěe]s[íi]c\w*")
 # English number words, read into amounts ("fifteen dollars"); see NUMBER_WORDS_OTHER.
 NUMBER_WORDS_EN: dict[str, int] = {
     "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
@@ -413,11 +423,11 @@ AMBIGUOUS_NUMBER_WORDS = frozenset({
 QUANTITY_WORDS = (
     r"few|some|several|couple|half|part|portion|bit|little|hälfte|halbe\w*|mitad|moitié"
     r"|metade|metà|половин\w*|часть|połow\w*|część|helft|hälften|teil\w*|parte|partie"
-    r"|yarı\w*|частин\w*")
+    r"|yarı\w*|частин\w*|polovin\w*|p[ůu]l|[čc][áa]st\w*")
 # Halves, wherever they stand: "reembolsen la mitad", "de helft terug" name money without
 # a number even with no money word before them, so the refund handler asks.
 HALF_WORDS = (r"half|hälfte|halbe[nrs]?|mitad|moitié|metade|metà|половин\w*|połow\w*|helft"
-              r"|hälften|yarısı\w*")
+              r"|hälften|yarısı\w*|polovin\w*|půl")
 # The customer asks for the whole amount ("full refund", "in full", "den vollen Betrag").
 FULL_REFUND = (
     r"\bin\s+full\b|\bfull(?:y)?\s+(?:refund|amount|price|sum|payment|cost|money)\b"
@@ -429,7 +439,8 @@ FULL_REFUND = (
     r"|\bremboursement\s+(?:total|intégral|complet)\b|\bintégralement\b|\bvalor\s+total\b"
     r"|\breembolso\s+(?:integral|total)\b|\brimborso\s+(?:totale|completo|integrale)\b"
     r"|полностью|всю\s+сумму|\bcał(?:ość|kowity|ą\s+kwotę)\b|\bvolledig\w*\b"
-    r"|\bhela\s+beloppet\b|\btamamını\b|\btam\s+iade\b|повністю|всю\s+суму|повну\s+суму")
+    r"|\bhela\s+beloppet\b|\btamamını\b|\btam\s+iade\b|повністю|всю\s+суму|повну\s+суму"
+    r"|\bcelou\s+[čc][áa]stku\b|\bv\s+pln[ée]\s+v[ýy][šs]i\b|\bv[šs]echno\b")
 
 # The customer says they want no refund ("I don't want a refund, just fix the address"):
 # a wish verb that is negated, or "instead of a refund". A refund not yet received ("no
@@ -457,7 +468,9 @@ REFUND_DECLINED = (
     r"|\bzamiast\s+zwrotu"
     r"|\bnão\s+(?:quero|queremos|preciso\s+de|desejo)\s+(?:um\s+|o\s+)?reembolso"
     r"|\bem\s+vez\s+de\s+(?:um\s+)?reembolso"
-    r"|\bvill\s+inte\s+ha\s+(?:någon\s+)?återbetalning|\b(?:vill|behöver)\s+ingen\s+återbetalning")
+    r"|\bvill\s+inte\s+ha\s+(?:någon\s+)?återbetalning|\b(?:vill|behöver)\s+ingen\s+återbetalning"
+    r"|\bnechc(?:i|eme)\s+(?:\w+\s+)?(?:vr[áa]cen[íi]|refundac\w*|pen[íi]ze\s+zp[ěe]t)"
+    r"|\bm[íi]sto\s+vr[áa]cen[íi]")
 
 # --- preferences ----------------------------------------------------------------------
 # (setting, inverted, regex): "inverted" topics ask for the opposite of the setting
@@ -472,10 +485,12 @@ PREFERENCE_TOPICS: tuple[tuple[str, bool, str], ...] = (
      r"|promotionnel\w*|publicit\w*|(?:des|de|les|la|vos|aux)\s+pubs?|promozion\w*|pubblicit\w*|offerte|biuletyn\w*"
      r"|reklam\w*|promocj\w*|oferty|mailing\w*|nieuwsbrie\w*|reclame\w*|aanbiedingen"
      r"|nyhetsbrev\w*|erbjudanden|utskick|marknadsföring\w*|marknadsforing\w*"
-     r"|e-?b[üu]lten\w*|b[üu]lten\w*|pazarlama\w*|kampanya\w*|розсил\w*)\b"),
+     r"|e-?b[üu]lten\w*|b[üu]lten\w*|pazarlama\w*|kampanya\w*|розсил\w*|marketingov\w*"
+     r"|obchodn[íi]\w*\s+sd[ěe]len[íi]\w*|propaga[čc]n[íi]\w*|nab[íi]dk\w*|zpravodaj\w*)\b"),
     ("sms_notifications", False,
      r"\b(?:sms\w*|text\s+messages?|text(?:s|ing)|text\s+(?:alerts|notifications)|смс\w*"
-     r"|mensaje?s?\s+de\s+texto|mensagens?\s+de\s+texto|textos|messages?\s+texte)\b"),
+     r"|mensaje?s?\s+de\s+texto|mensagens?\s+de\s+texto|textos|messages?\s+texte"
+     r"|textov[ée]\s+zpr[áa]v\w*)\b"),
     ("paperless_billing", False,
      r"paperless|paper-?free|\be-?bill(?:s|ing)?\b|\be-?invoic\w*|electronic\s+(?:invoices?|bills?"
      r"|billing|statements?)|digital\s+(?:invoices?|bills?|statements?)|(?:pdf|online)\s+(?:invoices?"
@@ -491,7 +506,8 @@ PREFERENCE_TOPICS: tuple[tuple[str, bool, str], ...] = (
      r"(?:e-?mail|courriel|mail)|fattur\w*\s+(?:\w+\s+){0,2}?(?:via|per)\s+e-?mail"
      r"|factu\w*\s+(?:\w+\s+){0,2}?per\s+e-?mail|faktur\w*\s+(?:\w+\s+){0,2}?(?:via|per|på)"
      r"\s+(?:e-?post|mejl|mail)|\be-fatura\w*|\befatura\w*|fatura\w*\s+(?:\w+\s+){0,3}?e-?posta\s+ile"
-     r"|електронн\w*\s+рахун\w*"),
+     r"|електронн\w*\s+рахун\w*|elektronick\w*\s+(?:faktur\w*|vy[úu][čc]tov[áa]n[íi]\w*)"
+     r"|faktur\w*\s+(?:\w+\s+){0,2}?(?:e-?mailem|na\s+e-?mail|do\s+e-?mailu)|bez\s+pap[íi]ru"),
     ("paperless_billing", True,
      r"\bpaper\s+(?:invoices?|bills?|billing|statements?|copies)|printed\s+(?:invoices?|bills?)"
      r"|(?:invoices?|bills?|statements?)\s+(?:by|via|through\s+the)\s+(?:post|mail|snail\s*mail)"
@@ -502,7 +518,9 @@ PREFERENCE_TOPICS: tuple[tuple[str, bool, str], ...] = (
      r"|factuur\s+op\s+papier|pappersfaktur\w*|\b(?:auf|in)\s+papier(?:form)?\b"
      r"|\b(?:sur|en)\s+papier\b|\bsu\s+carta\b|\bop\s+papier\b|papier\w*\s+rekening\w*"
      r"|rekening\w*\s+(?:per\s+post|op\s+papier)|\bpå\s+papper\b|k[aâ]ğ[ıi]t\s+fatura\w*"
-     r"|k[aâ]ğ[ıi]t\s+olarak|kag[ıi]t\s+fatura\w*|паперов\w*"),
+     r"|k[aâ]ğ[ıi]t\s+olarak|kag[ıi]t\s+fatura\w*|паперов\w*|pap[íi]rov\w*\s+faktur\w*"
+     r"|faktur\w*\s+(?:\w+\s+){0,2}?po[šs]tou|ti[šs]t[ěe]n\w*\s+faktur\w*"
+     r"|v\s+pap[íi]rov[ée]\s+podob[ěe]"),
 )
 # Cues: (regex, value, strong). value None: a "receive" verb, meaningful only when negated.
 PREFERENCE_CUES: tuple[tuple[str, str | None, bool], ...] = (
@@ -526,7 +544,8 @@ PREFERENCE_CUES: tuple[tuple[str, str | None, bool], ...] = (
      r"|ge[çc]ir\w*|ge[çc]in\w*|benachrichtigt\s+werden)(?![^\W\d_])",
      "on", True),
     (r"(?<![^\W\d_])(?:включ|подключ|активир|подпиш|возобнов|włącz|wlacz|zapisz|aktywuj|subskryb"
-     r"|перевед|переключ\w*\s+на|увімкн|ввімкн|підключ|підпиш|активуй|przełącz|przelacz)"
+     r"|перевед|переключ\w*\s+на|увімкн|ввімкн|підключ|підпиш|активуй|przełącz|przelacz"
+     r"|zapn|zapnout|aktivuj|aktivovat|p[řr]ihl[aá][sš]|obnovt|p[řr]epn\w*(?:\s+m[ěe])?\s+na|p[řr]ej[íi]t\s+na|p[řr]ejd[ěe]te\s+na|p[řr]eve[ďd]te)"
      r"\w*", "on", True),
     (r"\b(?:disable|deactivate|stop\w*|unsubscribe\w*|opt(?:\s+me)?[\s-]?out|remove\s+me|take\s+me\s+off"
      r"|cancel\w*|block|halt|cease|no\s+more|no\s+longer|enough|ausschalten|abschalten"
@@ -544,7 +563,9 @@ PREFERENCE_CUES: tuple[tuple[str, str | None, bool], ...] = (
      r"|kapat\w*|durdur\w*|iptal\w*|istemiyor\w*|istemem\w*|engelle\w*)(?![^\W\d_])",
      "off", True),
     (r"(?<![^\W\d_])(?:отключ|выключ|отпиш|прекрат|останов|убер|отмен|хватит|больше\s+не"
-     r"|wyłącz|wylacz|wypisz|wypisa|вимкн|відпиш|відключ|припин|зупин)\w*", "off", True),
+     r"|wyłącz|wylacz|wypisz|wypisa|вимкн|відпиш|відключ|припин|зупин"
+     r"|vypn|vypnout|zru[šs]|odhl[aá][sš]|deaktivuj|p[řr]esta[nň]|zastavt|nechc|nezas[íi]l|nepos[íi]l"
+     r"|u[žz]\s+nechc)\w*", "off", True),
     (r"\b(?:want\w*|would\s+like|'d\s+like|like\s+to|wish|prefer|please|send|resend|need"
      r"|bitte|möchte|moechte|hätte\s+gern|senden|schicken|zusenden|quiero|quisiera"
      r"|gustar[ií]a|env[ií]en\w*|enviar|mand[ae]n?|por\s+favor|prefiero|хочу|хотел\w*"
@@ -556,10 +577,11 @@ PREFERENCE_CUES: tuple[tuple[str, str | None, bool], ...] = (
      r"|mantenga\w*|manter|mantenha\w*|оставьте|оставить|mantenere|mantieni|zachowaj|zostaw"
      r"|behouden|behåll|mandem|renvoy\w*|r[eé]exp[eé]di\w*|mandatemi|inviatemi|rimandat\w*"
      r"|верните|вернуть|istiyorum|isterim|g[öo]nderin\w*|надсилайте|надішліть"
-     r"|будь\s+ласка)(?![^\W\d_])", "on", False),
+     r"|будь\s+ласка|chci|chceme|cht[ěe]l\w*|pros[íi]m|pos[íi]lejte|zas[íi]lejte|po[šs]lete"
+     r"|zas[íi]lat|pos[íi]lat)(?![^\W\d_])", "on", False),
     (r"\b(?:receiv\w*|get|getting|recib\w*|receb\w*|recevoir|reçevoir|получ\w*|erhalten"
      r"|bekommen|ricever\w*|otrzymywa\w*|dostawa\w*|ontvangen|krijgen|få|ta\s+emot"
-     r"|отримува\w*|almak)\b",
+     r"|отримува\w*|almak|dost[áa]vat|dostat|odeb[íi]rat|p[řr]ij[íi]mat)\b",
      None, False),
 )
 NEGATORS = frozenset(fold(w) for w in (
@@ -581,7 +603,8 @@ QUESTION_REQUEST = (
     r"\b(?:can|could|would|will|please|pls|könn\w*|kannst|bitte|pued\w*|podr[ií]\w*"
     r"|por\s+favor|pourr\w*|pouvez|peux|svp|s'il|pod(?:e|em|ia|eria\w*)|pot(?:ete|reste|resti)"
     r"|puoi|può|per\s+favore|можете|могли|можно|пожалуйста|może\w*|mogli\w*|proszę|kunnen"
-    r"|kunt|kun|kan|kunde|snälla|lütfen|lutfen|можна|будь\s+ласка)\b")
+    r"|kunt|kun|kan|kunde|snälla|lütfen|lutfen|можна|будь\s+ласка|m[ůu][žz]ete|mohl\w*"
+    r"|pros[íi]m)\b")
 # "plus de SMS" is "no more SMS" or "more SMS" depending on a sound French spelling does
 # not carry; without a negation in front, the topic it names is left out.
 AMBIGUOUS_BEFORE_TOPIC = r"\bplus\s+d(?:e|es|u|['’])\s*$"
@@ -589,16 +612,16 @@ AMBIGUOUS_BEFORE_TOPIC = r"\bplus\s+d(?:e|es|u|['’])\s*$"
 UNSUBSCRIBE = (r"\b(?:unsub\w*|opt(?:\s+me)?[\s-]?out|abbestel\w*|abmelden|d[eé]nme\s+de\s+baja"
                r"|dar(?:se|me)?\s+de\s+baja|desuscrib\w*|descadastr\w*|d[ée]sabonn\w*|d[ée]sinscri\w*|disiscriv\w*"
                r"|afmelden|uitschrijven|avregistrera|avprenumerera)\b"
-               r"|(?<![^\W\d_])(?:отпиш|відпиш|wypisz)\w*")
+               r"|(?<![^\W\d_])(?:отпиш|відпиш|wypisz|odhl[aá][sš])\w*")
 LANGUAGE_KEYWORD = (r"language\w*|lang|locale|sprach\w*|idioma\w*|язык\w*|lingua|langue"
                     r"|jezyk\w*|taal|sprak\w*|mova|movy|movu|movi|movoiu|мов[аиуі]|мовою"
-                    r"|dil|dili|dilini|dilin|dile")
+                    r"|dil|dili|dilini|dilin|dile|jazyk\w*")
 SWITCH_VERB = (r"(?:switch|chang|set|put|mak|use|updat|umstell|stell|ander|wechsel|einstell"
                r"|cambi|pon|поменя|смен|измен|переключ|установ|постав|mud|alter|troc|pass|mett"
                r"|impost|zmien|ustaw|przelacz|wijzig|verander|zet|andra|byt|stall|змін|поміня"
-               r"|встанов|yap|degistir|cevir|ayarla)\w*")
+               r"|встанов|yap|degistir|cevir|ayarla|zmen|prepn|nastav)\w*")
 LANGUAGE_TARGET_PREPS = frozenset({"to", "into", "auf", "in", "a", "al", "на", "para", "en",
-                                   "na", "naar", "till", "au", "pa", "em"})
+                                   "na", "naar", "till", "au", "pa", "em", "v"})
 LANGUAGE_SOURCE_PREPS = frozenset(fold(w) for w in (
     "from", "von", "de", "del", "desde", "с", "со", "z", "ze", "van", "från", "da", "du",
     "depuis", "not", "nicht", "no", "не", "nie", "não", "pas", "instead", "statt", "anstatt",
