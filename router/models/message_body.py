@@ -110,30 +110,30 @@ def customer_words(text: str) -> str:
     """What the customer wrote in `text`: without `>`-quoted lines and their attribution,
     without an earlier message below a forward or reply header, disclaimers and the
     signature; "" when all of it is quoted. Lines come back without their indent."""
-    return _customer_words(text)
+    return _split(text)[0]
 
 
 def earlier_messages(text: str) -> str:
     """What `text` quotes or forwards: its `>`-quoted lines and everything from the first
     forward or reply header down ("" when it has neither). Not the customer's words for
     certain, nor certainly not: what a handler may ask about, never act on."""
+    return _split(text)[1]
+
+
+# A handler reads one message several times (amounts, a refusal, the reason, what it
+# quotes), and the parser's header pattern is the costly part: each text is split once.
+@lru_cache(maxsize=32)
+def _split(text: str) -> tuple[str, str]:
+    """(`customer_words`, `earlier_messages`) of `text`."""
     lines = text.splitlines()
     quoted = [line for line in lines if _QUOTED.match(line)]
+    if "\n" not in text.strip() and not quoted:
+        return text.strip(), ""
     unquoted = [line.strip() for line in _without_quoted_lines(lines).splitlines()]
-    below = unquoted[len(_above_earlier_message(unquoted)):]
-    return "\n".join([*quoted, *below]).strip()
-
-
-# A handler reads one message several times (amounts, a refusal, the reason), and the
-# parser's header pattern is the costly part: each text is read once.
-@lru_cache(maxsize=32)
-def _customer_words(text: str) -> str:
-    if "\n" not in text.strip() and not _QUOTED.match(text):
-        return text.strip()
-    lines = [line.strip() for line in _without_quoted_lines(text.splitlines()).splitlines()]
-    own = _without_disclaimer_paragraphs("\n".join(_without_signature(
-        _above_earlier_message(lines))))
-    return re.sub(r"\n{3,}", "\n\n", own).strip()
+    above = _above_earlier_message(unquoted)
+    own = _without_disclaimer_paragraphs("\n".join(_without_signature(above)))
+    earlier = "\n".join([*quoted, *unquoted[len(above):]]).strip()
+    return re.sub(r"\n{3,}", "\n\n", own).strip(), earlier
 
 
 def _without_quoted_lines(lines: list[str]) -> str:
