@@ -101,6 +101,8 @@ def certify_cascade_models(
     Without a certified pair the policy is still written, at the strictest thresholds and
     with no guarantee (as `train` does), so `check` and the drift monitor can read it.
     """
+    from router.models.e5.model import E5RouteModel  # the [e5] extra, only when certifying
+
     rows = load_labelled(settings.routes_data)
     held = select_split(rows, "train") + select_split(rows, "calibration")
     ids = [r.id for r in held]
@@ -146,8 +148,6 @@ def certify_cascade_models(
                "no guarantee"),
     )
     answers = _answers(fast.choices, fast.confidences, t_fast, probabilities, stages)
-    from router.models.e5.model import E5RouteModel
-
     strong_model = E5RouteModel.load(strong_dir / MODEL_FILES["e5"])
     policy = with_reference(policy, answers, [r.text for r in held],
                             source=f"out-of-fold cascade decisions on {len(held)} train and "
