@@ -74,7 +74,7 @@ def _distinct_orders(flow: FlowInput) -> list[str]:
 
 def _amount_reading(flow: FlowInput) -> tuple[AmountReading, list[str]]:
     """What the newest message whose own words say anything about the amount says, or
-    else the amounts that message's unquoted earlier message names (to ask about)."""
+    else the amounts that message quotes or forwards (to ask about)."""
     for text in flow.texts_newest_first():
         own = customer_words(text)
         reading = read_amounts(own)
