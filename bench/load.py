@@ -37,7 +37,7 @@ Traffic goes only to 127.0.0.1; every loop is bounded in time.
 `--backends local,cascade` runs every row once per backend (`SUPPORT_ROUTER_BACKEND`),
 side by side in one run. The cascade needs a model folder (`--model-dir`) with both
 stages and the cascade's policy already there: the gateway would otherwise start on the
-local model and train e5 for the better part of an hour before the cascade joins, and
+local model and train e5 for 20 to 40 minutes before the cascade joins, and
 the benchmark refuses to measure that (see `--model-dir`'s help for how to prepare one).
 """
 
@@ -705,7 +705,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--model-dir", type=Path, default=ROOT / "models",
         help="the gateway's SUPPORT_ROUTER_MODEL_DIR (default: models/). The local model is "
-        "trained into it if missing; the cascade is not (e5 takes about 40 minutes on 2 "
+        "trained into it if missing; the cascade is not (e5 takes 20 to 40 minutes on 2 "
         f"cores), so for --backends cascade prepare it first: {PREPARE_CASCADE}")
     parser.add_argument("--repeat", type=int, default=1, help="runs per row; medians shown")
     parser.add_argument(

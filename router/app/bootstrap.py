@@ -252,12 +252,12 @@ def certify_cascade_if_missing(settings: Settings) -> None:
         logger.warning("certified the cascade: policy %s at %s", result.policy.version, out)
 
 
-E5_MEANWHILE = ("about 40 minutes on 2 cores on the shipped data; the gateway serves the "
+E5_MEANWHILE = ("20 to 40 minutes on 2 cores on the shipped data; the gateway serves the "
                 "local model meanwhile, and the cascade joins once e5 is trained and the "
                 "cascade certified")
 
 
-def start_cascade_join(settings: Settings, engine: Engine, router: RouterService,
+def start_cascade_join(settings: Settings, engine: Engine,
                        policies: PolicyFollower) -> CascadeJoin:
     """Train e5 and certify the cascade where missing, in a daemon thread, then serve the
     cascade under its own policy slot (router/app/cascade_join.py)."""
@@ -446,7 +446,7 @@ def build_services(settings: Settings, *, join_cascade: bool = False) -> Service
     experiments.start()  # and its running experiment
     services.ready = True
     if joining:
-        services.cascade = start_cascade_join(settings, engine, router, policies)
+        services.cascade = start_cascade_join(settings, engine, policies)
     elif settings.backend == "cascade":
         export_cascade_joined(True)
     return services

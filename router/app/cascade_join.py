@@ -4,7 +4,7 @@ With `backend=cascade` on a fresh model folder, a gateway starts as `backend=loc
 does (the local model, trained in minutes if missing, under its own policy), and this
 thread then does the rest in the serving process: train e5, certify the cascade, load it
 and hand it to `join`, which swaps the worker's primary model and the policy slot it
-follows (router/app/bootstrap.py). Training e5 takes the better part of an hour on two
+follows (router/app/bootstrap.py). Training e5 takes 20 to 40 minutes on two
 cores; the gateway answers throughout.
 
 The steps are given as functions, each with what `/readyz` says while it runs
