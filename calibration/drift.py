@@ -20,7 +20,7 @@ from router.contracts import DriftReference, EmbeddingSummary, Policy, RouteScor
 from router.routing.drift import PSI_FLOOR, reference_from_decisions
 from router.routing.embedding_drift import summarise_embeddings
 from router.routing.policy import decide
-from router.storage.message_features import guess_language, text_chars
+from router.storage.message_features import LANGUAGE_GUESSER, guess_language, text_chars
 
 
 class EmbeddingModel(Protocol):
@@ -60,6 +60,7 @@ def reference_for(policy: Policy, scores: Sequence[RouteScores], texts: Sequence
         text_chars=[text_chars(t) for t in texts],
         languages=[guess_language(t) for t in texts],
         source=source,
+        language_guesser=LANGUAGE_GUESSER,
         embedding=None if e5 is None else embedding_reference(e5, scores, texts),
     )
 
@@ -88,7 +89,8 @@ def drift_weights(texts: Sequence[str], reference: DriftReference) -> list[float
     languages = [guess_language(t) for t in texts]
     recent = reference_from_decisions(
         confidences=[0.0] * len(texts), routed=[False] * len(texts),
-        choices=["unclear"] * len(texts), text_chars=lengths, languages=languages)
+        choices=["unclear"] * len(texts), text_chars=lengths, languages=languages,
+        language_guesser=LANGUAGE_GUESSER)
     bins = np.clip(np.searchsorted(np.asarray(reference.length_edges, dtype=float),
                                    np.asarray(lengths, dtype=float), side="right") - 1,
                    0, len(reference.length_edges) - 1)

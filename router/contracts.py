@@ -371,6 +371,10 @@ class DriftReference(BaseModel):
     """The model's choice (before the threshold), by route."""
     source: str = ""
     """Which rows the counts come from, in words."""
+    language_guesser: str = ""
+    """Which language guess counted `languages` (`router.storage.message_features`;
+    empty: the word-list guess of earlier builds). Counts from another guesser than the
+    window's are not compared."""
     embedding: EmbeddingSummary | None = None
     """For an e5 policy (or a cascade's e5 stage), the e5-scored rows' embedding summary;
     its `n` counts only those rows (a cascade's fast stage answers the others)."""

@@ -34,6 +34,7 @@ from router.routing.drift import (
 )
 from router.routing.embedding_drift import window_summary
 from router.storage.decision_log import DecisionLog
+from router.storage.message_features import LANGUAGE_GUESSER
 from router.telemetry.metrics import DRIFT_FEATURES, export_drift
 
 logger = logging.getLogger(__name__)
@@ -55,6 +56,7 @@ def summarise(rows: Sequence[dict[str, Any]], embedding: EmbeddingSummary | None
         text_chars=[int(r["text_chars"]) for r in rows],
         languages=[str(r["lang"]) for r in rows],
         source="decision log",
+        language_guesser=LANGUAGE_GUESSER,
         embedding=None if embedding is None else window_summary(embedding, projections),
     )
 
@@ -73,10 +75,12 @@ def export_report(report: DriftReport) -> None:
     """Set the drift gauges from one report."""
     figures = {f.feature: (f.psi, STATUS_VALUES[f.status]) for f in report.features}
     if report.features:
-        # A verdict was given: a feature it lacks is an embedding feature, left out for
-        # the reason `absent` gives (a policy without an embedding summary: no_reference).
-        why = report.absent.get(EMBEDDING_FEATURE, "no_reference")
+        # A verdict was given: a feature it lacks was left out for the reason `absent`
+        # gives (an embedding feature of a policy without an embedding summary, or the
+        # language of a reference counted by another guesser: no_reference).
+        embedding_why = report.absent.get(EMBEDDING_FEATURE, "no_reference")
         for name in DRIFT_FEATURES:
+            why = report.absent.get(name, embedding_why)
             figures.setdefault(name, (float("nan"), STATUS_VALUES[why]))
     export_drift(STATUS_VALUES[report.verdict], figures, report.n_recent)
 

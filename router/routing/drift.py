@@ -53,6 +53,8 @@ Status = Literal["ok", "warn", "drift"]
 Verdict = Literal["ok", "warn", "drift", "not_enough_traffic", "no_reference"]
 FEATURES = ("confidence", "routed", "length", "language", "predicted")
 """Every feature compared for any policy, in report order."""
+LANGUAGE_FEATURE = "language"
+"""Left out (`absent`) when the policy's reference counted languages with another guesser."""
 EMBEDDING_FEATURE = "embedding"
 """The embedding summary's feature (an e5 policy's), after `FEATURES` and before its
 per-direction features `embedding.1`, ..."""
@@ -100,6 +102,7 @@ def reference_from_decisions(
     text_chars: Sequence[int],
     languages: Sequence[str],
     source: str = "",
+    language_guesser: str = "",
     embedding: EmbeddingSummary | None = None,
 ) -> DriftReference:
     """The summary of n decisions (one entry per decision in every argument), with the
@@ -120,6 +123,7 @@ def reference_from_decisions(
         languages=_mix(languages),
         predicted=predicted,
         source=source,
+        language_guesser=language_guesser,
         embedding=embedding,
     )
 
@@ -216,18 +220,19 @@ def _feature_counts(reference: DriftReference, recent: DriftReference
     if (reference.confidence_edges != recent.confidence_edges
             or reference.length_edges != recent.length_edges):
         raise ValueError("the reference and the recent window are binned differently")
-    languages = _aligned(reference.languages, recent.languages)
     predicted = _aligned(reference.predicted, recent.predicted)
-    return [
+    features = [
         ("confidence", _bin_labels(reference.confidence_edges, closed_top=True),
          reference.confidence, recent.confidence),
         ("routed", ["routed", "clarified"], [reference.routed, reference.n - reference.routed],
          [recent.routed, recent.n - recent.routed]),
         ("length", _bin_labels(reference.length_edges, closed_top=False), reference.length,
          recent.length),
-        ("language", *languages),
         ("predicted", *predicted),
     ]
+    if reference.language_guesser == recent.language_guesser:
+        features.insert(3, (LANGUAGE_FEATURE, *_aligned(reference.languages, recent.languages)))
+    return features
 
 
 def _shares(labels: list[str], counts: list[int]) -> dict[str, float]:
@@ -291,6 +296,8 @@ def compare(reference: DriftReference | None, recent: DriftReference | None) -> 
     embedding, missing = _embedding_part(reference, recent)
     features += embedding
     absent: dict[str, Verdict] = {}
+    if reference.language_guesser != recent.language_guesser:
+        absent[LANGUAGE_FEATURE] = "no_reference"
     if missing is not None:
         absent[EMBEDDING_FEATURE] = missing
     # The summary stands for its directions in the verdict and the message.
@@ -301,6 +308,9 @@ def compare(reference: DriftReference | None, recent: DriftReference | None) -> 
     drifted = [f.feature for f in headline if f.status != "ok"]
     message = ("traffic looks like the certification rows" if not drifted else
                f"{verdict} in {', '.join(drifted)}")
+    if LANGUAGE_FEATURE in absent:
+        message += (f"; language: {LANGUAGE_FEATURE} counts of another language guesser "
+                    "in the policy's reference (recalibrate to compare them)")
     if missing is not None:
         n_embedded = 0 if recent.embedding is None else recent.embedding.n
         message += (f"; embedding: {n_embedded} e5-scored decisions in the window, a "

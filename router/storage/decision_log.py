@@ -57,6 +57,7 @@ from sqlalchemy import (
 from router.contracts import Decision
 from router.storage.db import migrate, read_connection
 from router.storage.message_features import guess_language, text_chars
+from router.storage.message_features import warm_up as warm_up_language_guess
 
 metadata = MetaData()
 
@@ -303,6 +304,7 @@ class DecisionLog:
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
         self._writer = None if _in_memory(engine) else GroupCommitWriter(engine)
+        warm_up_language_guess()  # every row is guessed: load it now, not on a request
 
     def create_schema(self) -> None:
         """Bring the database to the current migration (all tables, not only this one)."""

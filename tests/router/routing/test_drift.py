@@ -114,6 +114,21 @@ def test_a_tiny_shift_on_a_large_window_is_not_drift() -> None:
     assert routed.p_value < 1e-6 and routed.psi < PSI_WARN and routed.status == "ok"
 
 
+def test_languages_counted_by_another_guesser_are_not_compared() -> None:
+    """A policy certified before the language guess changed: its language counts would
+    read as drift that traffic never made, so the feature is left out and says why."""
+    reference = summary(4000, languages=("en", "de"), seed=1)
+    recent = summary(600, languages=("und", "cs"), seed=2).model_copy(
+        update={"language_guesser": "py3langid"})
+    report = compare(reference, recent)
+    assert "language" not in [f.feature for f in report.features]
+    assert report.absent == {"language": "no_reference"}
+    assert report.verdict == "ok" and "recalibrate" in report.message
+    assert "language" in format_report(report)
+    same = compare(reference.model_copy(update={"language_guesser": "py3langid"}), recent)
+    assert {f.feature: f.status for f in same.features}["language"] == "drift"
+
+
 def test_report_lists_every_feature_with_shares() -> None:
     report = compare(summary(1000, seed=1), summary(300, seed=2))
     assert [f.feature for f in report.features] == [
