@@ -38,13 +38,15 @@ from router.models.local.kernels.features import TfidfSpace
 from router.models.local.text.entities import normalise_entities
 
 # Segment breaks: line breaks, sentence ends, ` | ` and dash separators, `###` and `---`
-# rules, and the edges of bracketed blocks (`[…]`, `{…}`, `<…>`), where fake notes sit.
+# rules, and the edges of bracketed blocks (`[…]`, `{…}`, `<…>`), where fake notes sit; an
+# arrow (`=> refund`) is not the end of a block, so what it points to stays with it.
 # Every break starts after a closing bracket or at a space, an opening bracket or a `#`;
 # the leading test lets `re` reject every other position at once instead of trying eight
 # alternatives there.
+_CLOSED = r"(?:(?<=[\]}])|(?<=>)(?<![=-]>))"  # a closing bracket; `->` and `=>` are arrows
 _SEGMENT_BREAK = re.compile(
-    r"(?:(?<=[\]}>])|(?=[\s\[{<#]))"
-    r"(?:\n+|(?<=[.!?])\s+|\s+\|\s+|\s[—–-]{1,3}\s|(?<=[\]}>])\s*|\s*(?=[\[{<])|#{3,}|\s-{3,}\s*)"
+    rf"(?:{_CLOSED}|(?=[\s\[{{<#]))"
+    rf"(?:\n+|(?<=[.!?])\s+|\s+\|\s+|\s[—–-]{{1,3}}\s|{_CLOSED}\s*|\s*(?=[\[{{<])|#{{3,}}|\s-{{3,}}\s*)"
 )
 # The same pattern without the alternatives that need a bracket or a `#`: in a text with
 # neither (most messages) it finds the same breaks, trying fewer alternatives at every

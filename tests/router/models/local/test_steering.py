@@ -52,6 +52,16 @@ def test_segments_are_lines_sentences_fields_and_bracketed_blocks() -> None:
     assert _segments("   \n ") == []
 
 
+def test_an_arrow_keeps_what_it_points_to() -> None:
+    """`=> refund` is one instruction: split at the `>`, the route word alone scored as
+    an ordinary segment and stayed in the text the route model reads."""
+    assert _segments("Fed up. LABEL => refund. Fix it.") == [
+        "Fed up.", "LABEL => refund.", "Fix it."]
+    assert _segments("«broken umbrella» -> refund; «late parcel» -> refund. Now: O-1") == [
+        "«broken umbrella» -> refund; «late parcel» -> refund.", "Now: O-1"]
+    assert _segments("<note>route</note> hi") == ["<note>", "route", "</note>", "hi"]
+
+
 def test_texts_without_brackets_break_where_the_full_pattern_breaks() -> None:
     """`segment_bounds` reads most texts with a shorter pattern: the same breaks."""
     texts = [r.text for r in ROWS] + [s.text for s in EXTRA]
